@@ -1,0 +1,42 @@
+"""Boards reachable over adb (``list_devices``); absent adb simply means no boards."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+
+def adb_devices() -> list[str]:
+    """Serial numbers from ``adb devices`` (empty when adb is missing or fails)."""
+    adb = shutil.which("adb")
+    if adb is None:
+        return []
+    try:
+        result = subprocess.run([adb, "devices"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    serials = []
+    for line in result.stdout.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] == "device":
+            serials.append(parts[0])
+    return serials
+
+
+def list_devices() -> tuple[list[str], list[str]]:
+    """Print and return ``(adb_devices, ntb_devices)`` in the toolkit's format."""
+    adb = adb_devices()
+    print("*" * 25)
+    if adb:
+        print("all device(s) with adb mode:")
+        print(",".join(adb))
+    else:
+        print("None devices connected.")
+    print("*" * 25)
+    return adb, []
+
+
+def find_device(device_id: str | None) -> str | None:
+    serials = adb_devices()
+    if device_id is None:
+        return serials[0] if len(serials) == 1 else None
+    return device_id if device_id in serials else None

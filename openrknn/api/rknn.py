@@ -1,0 +1,388 @@
+"""The ``RKNN`` facade: RKNN-Toolkit / RKNN-Toolkit2's Python API over openrknn's stages.
+
+Every method keeps the documented name, arguments and return values (0 / -1); errors from the
+stages become one ``E <api>: <message>`` log line. The facade only keeps state and delegates.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import traceback
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from openrknn import chips, log
+from openrknn.api import devices
+from openrknn.config import ModelConfig, parse_config
+from openrknn.errors import NotSupportedError, RKNNError, RuntimeStateError
+from openrknn.frontends import SourceModel
+from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.rknn_model import RKNNModel
+
+
+def api_call(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn openrknn errors into the documented ``E`` log line and a ``-1`` return."""
+    name = func.__name__
+
+    @functools.wraps(func)
+    def wrapper(self: "RKNN", *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = func(self, *args, **kwargs)
+        except RKNNError as e:
+            text = str(e)
+            log.error(text if text.startswith(f"{name}:") else f"{name}: {text}")
+            return self._failure(name)
+        except Exception as e:  # an unexpected failure is still reported the documented way
+            log.error(f"{name}: internal error: {type(e).__name__}: {e}")
+            log.debug(traceback.format_exc())
+            return self._failure(name)
+        return result
+
+    return wrapper
+
+
+_RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory", "get_sdk_version", "list_support_target_platform"}
+
+
+class RKNN:
+    """RKNN-Toolkit compatible model converter, quantizer and simulator.
+
+    Example:
+        >>> rknn = RKNN(verbose=False)
+        >>> rknn.config(mean_values=[[127.5]*3], std_values=[[127.5]*3], target_platform='rk3588')
+        0
+        >>> # rknn.load_onnx('model.onnx'); rknn.build(do_quantization=False); rknn.export_rknn('m.rknn')
+    """
+
+    NPU_CORE_AUTO = 0x0
+    NPU_CORE_0 = 0x1
+    NPU_CORE_1 = 0x2
+    NPU_CORE_2 = 0x4
+    NPU_CORE_0_1 = 0x3
+    NPU_CORE_0_1_2 = 0x7
+    NPU_CORE_ALL = 0xFFFF
+
+    def __init__(self, verbose: bool | str = False, verbose_file: str | None = None) -> None:
+        if isinstance(verbose, str):
+            verbose = verbose.lower() == "debug" or verbose.lower() == "true"
+        elif not isinstance(verbose, bool):
+            log.error("'verbose' must be True or False!")
+            verbose = False
+        log.configure(verbose, verbose_file)
+        self.verbose = verbose
+        self._config: ModelConfig | None = None
+        self._config_kwargs: dict[str, Any] = {}
+        self._source: SourceModel | None = None
+        self._model: RKNNModel | None = None
+        self._runtime: Any = None
+        self._runtime_options: dict[str, Any] = {}
+        self._custom_ops = CustomOpRegistry()
+        self._loaded_from_rknn = False
+
+    # ---------------------------------------------------------------- helpers
+    def _failure(self, name: str) -> Any:
+        return None if name in _RETURNS_NONE_ON_FAILURE else -1
+
+    def _cfg(self) -> ModelConfig:
+        if self._config is None:
+            self._config = parse_config()
+        return self._config
+
+    def _set_source(self, source: SourceModel) -> int:
+        self._source = source
+        self._model = None
+        self._runtime = None
+        self._loaded_from_rknn = False
+        log.info(f"Loading : {source.framework} model with {len(source.model.graph.node)} nodes done")
+        return 0
+
+    def _require_model(self, api: str) -> RKNNModel:
+        if self._model is None:
+            raise RuntimeStateError(f"no RKNN model: call build() or load_rknn() before {api}()")
+        return self._model
+
+    # ---------------------------------------------------------------- config
+    @api_call
+    def config(self, **kwargs: Any) -> int:
+        """Set model parameters (both toolkit generations' names are accepted; see ModelConfig)."""
+        self._config = parse_config(**kwargs)
+        self._config_kwargs = dict(kwargs)
+        cfg = self._config
+        log.debug(f"config: target_platform={cfg.target_platform} mean_values={cfg.mean_values} "
+                  f"std_values={cfg.std_values} quantized_dtype={cfg.quantized_dtype}")
+        if cfg.dynamic_input:
+            log.warning(f"config: The 'dynamic_input' function has been enabled, the MaxShape is "
+                        f"dynamic_input[0] = {cfg.dynamic_input[0]}!")
+        return 0
+
+    # ---------------------------------------------------------------- loaders
+    @api_call
+    def load_onnx(self, model: str, inputs: Sequence[str] | None = None,
+                  input_size_list: Sequence[Sequence[int]] | None = None,
+                  input_initial_val: Sequence[Any] | None = None, outputs: Sequence[str] | None = None) -> int:
+        """Load an ONNX model (documented arguments: inputs/outputs cut the graph)."""
+        from openrknn.frontends.onnx_file import load_onnx
+        return self._set_source(load_onnx(model, inputs, input_size_list, input_initial_val, outputs))
+
+    @api_call
+    def load_tflite(self, model: str, input_is_nchw: bool = False) -> int:
+        """Load a TensorFlow Lite flatbuffer."""
+        from openrknn.frontends.tflite import load_tflite
+        return self._set_source(load_tflite(model, input_is_nchw=input_is_nchw, custom_ops=self._custom_ops))
+
+    @api_call
+    def load_pytorch(self, model: str, input_size_list: Sequence[Sequence[int]]) -> int:
+        """Load a TorchScript ``.pt`` file."""
+        from openrknn.frontends.pytorch import load_pytorch
+        return self._set_source(load_pytorch(model, [list(s) for s in input_size_list], custom_ops=self._custom_ops))
+
+    @api_call
+    def load_tensorflow(self, tf_pb: str, inputs: Sequence[str], input_size_list: Sequence[Sequence[int]],
+                        outputs: Sequence[str], input_is_nchw: bool = False, predef_file: str | None = None,
+                        mean_values: Any = None, std_values: Any = None) -> int:
+        """Load a frozen TensorFlow GraphDef cut at the given node names."""
+        from openrknn.frontends.tensorflow import load_tensorflow
+        return self._set_source(load_tensorflow(tf_pb, list(inputs), [list(s) for s in input_size_list],
+                                                list(outputs), input_is_nchw=input_is_nchw, predef_file=predef_file,
+                                                mean_values=mean_values, std_values=std_values))
+
+    @api_call
+    def load_caffe(self, model: str, blobs: str | None = None, input_name: Sequence[str] | None = None,
+                   proto: str = "caffe") -> int:
+        """Load a Caffe ``.prototxt`` (+ ``.caffemodel``)."""
+        from openrknn.frontends.caffe import load_caffe
+        return self._set_source(load_caffe(model, blobs, list(input_name) if input_name else None, proto=proto))
+
+    @api_call
+    def load_darknet(self, model: str, weight: str) -> int:
+        """Load a Darknet ``.cfg`` + ``.weights`` pair."""
+        from openrknn.frontends.darknet import load_darknet
+        return self._set_source(load_darknet(model, weight))
+
+    @api_call
+    def load_mxnet(self, symbol: str, params: str, input_size_list: Sequence[Sequence[int]]) -> int:
+        """Load an MXNet symbol ``.json`` + ``.params`` pair (Toolkit 1.3)."""
+        from openrknn.frontends.mxnet import load_mxnet
+        return self._set_source(load_mxnet(symbol, params, [list(s) for s in input_size_list]))
+
+    @api_call
+    def load_rknn(self, path: str, load_model_in_npu: bool = False) -> int:
+        """Load an openrknn ``.rknn`` file."""
+        if load_model_in_npu:
+            raise NotSupportedError("load_model_in_npu needs an RK3399Pro/RK1808 board with Rockchip's driver")
+        from openrknn.model_file import load_model
+        self._model = load_model(path)
+        self._source = None
+        self._runtime = None
+        self._loaded_from_rknn = True
+        log.info(f"load_rknn: {path} ({self._model.float_dtype if not self._model.is_quantized else self._model.quantized_dtype}, "
+                 f"platforms {self._model.platforms})")
+        return 0
+
+    # ---------------------------------------------------------------- build / export
+    @api_call
+    def build(self, do_quantization: bool = True, dataset: str | None = None, rknn_batch_size: int | None = None,
+              pre_compile: bool = False, auto_hybrid: bool = False) -> int:
+        """Build the RKNN model (float16, or quantized with the calibration ``dataset``)."""
+        from openrknn.compile import build_model
+        if self._source is None:
+            raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before build()")
+        if pre_compile:
+            log.warning("build: pre_compile is ignored: pre-compiled models only run on boards with Rockchip's "
+                        "driver; openrknn models stay simulator-runnable")
+        if auto_hybrid:
+            raise NotSupportedError("build: auto_hybrid is not available yet; build with do_quantization=True "
+                                    "and use hybrid_quantization_step1/step2 when they land")
+        self._model = build_model(self._source, self._cfg(), bool(do_quantization), dataset, rknn_batch_size,
+                                  self._custom_ops)
+        self._runtime = None
+        return 0
+
+    @api_call
+    def export_rknn(self, export_path: str, cpp_gen_cfg: Any = None, **kwargs: Any) -> int:
+        """Save the built model as an openrknn ``.rknn`` file (atomic write)."""
+        from openrknn.model_file import save_model
+        model = self._require_model("export_rknn")
+        if cpp_gen_cfg is not None:
+            log.warning("'cpp_gen_cfg' param of 'export_rknn' has been deprecated. Please call 'codegen' to "
+                        "generate a cpp demo.")
+        if kwargs:
+            log.warning(f"export_rknn: ignoring unknown argument(s) {sorted(kwargs)}")
+        size = save_model(model, export_path)
+        log.info(f"export_rknn: {export_path} ({size / 1024:.1f} KiB)")
+        return 0
+
+    # ---------------------------------------------------------------- runtime
+    @api_call
+    def init_runtime(self, target: str | None = None, device_id: str | None = None, perf_debug: bool = False,
+                     eval_mem: bool = False, async_mode: bool = False, core_mask: int = NPU_CORE_AUTO,
+                     fallback_prior_device: str = "cpu") -> int:
+        """Start the runtime. ``target=None`` is the simulator; a platform name without a connected
+        board also runs the simulator of that platform (with a warning)."""
+        from openrknn.sim.session import Simulator
+        model = self._require_model("init_runtime")
+        if target is not None:
+            chip = chips.get_chip(target)
+            if not any(chip.name in chips.get_chip(p).compatible for p in model.platforms):
+                raise RuntimeStateError(f"the model is built for {model.platforms}; it cannot run on {chip.name}")
+            if devices.find_device(device_id) is None:
+                log.warning(f"init_runtime: no {chip.name} board connected (adb); using the {chip.name} simulator "
+                            "instead: inference runs on the PC, eval_perf/eval_memory give estimates")
+        if core_mask not in (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF):
+            raise RuntimeStateError(f"core_mask {core_mask:#x} is not one of the RKNN.NPU_CORE_* values")
+        if async_mode:
+            log.warning("init_runtime: async_mode has no effect on the simulator (results are never delayed)")
+        if fallback_prior_device not in ("cpu", "gpu"):
+            raise RuntimeStateError("fallback_prior_device must be 'cpu' or 'gpu'")
+        if perf_debug:
+            log.warning("Flag perf_debug has been set, it will affect the performance of inference!")
+        if eval_mem:
+            log.warning("Flag eval_mem has been set, it will affect the performance of inference!")
+        self._runtime = Simulator(model)
+        self._runtime_options = {"target": target, "perf_debug": perf_debug, "eval_mem": eval_mem,
+                                 "core_mask": core_mask}
+        log.info(f"init_runtime: simulator ready ({'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
+        return 0
+
+    @api_call
+    def inference(self, inputs: Sequence[Any], data_type: str | None = None,
+                  data_format: Sequence[str] | str | None = None, inputs_pass_through: Sequence[int] | None = None,
+                  get_frame_id: bool = False) -> list[np.ndarray] | None:
+        """Run the model; returns a list of float32 arrays (None on failure)."""
+        if self._runtime is None:
+            raise RuntimeStateError("the runtime is not initialised: call init_runtime() before inference()")
+        if data_type is not None and str(data_type) not in ("float32", "float16", "int8", "uint8", "int16"):
+            raise RuntimeStateError(f"data_type '{data_type}' is not valid")
+        outputs = self._runtime.run(inputs, data_format, inputs_pass_through)
+        if get_frame_id:
+            return outputs + [0]
+        return outputs
+
+    @api_call
+    def eval_perf(self, is_print: bool = True, fix_freq: bool = True, inputs: Any = None,
+                  loop_cnt: int | None = None) -> dict[str, Any] | None:
+        """Estimate per-layer and total time on the target platform (cost model)."""
+        from openrknn import profile
+        model = self._require_model("eval_perf")
+        if self._runtime is None:
+            raise RuntimeStateError("call init_runtime() before eval_perf()")
+        chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
+        report = profile.estimate_perf(model, chip, core_mask=self._runtime_options.get("core_mask", 0))
+        if is_print:
+            print(profile.format_perf(report, perf_debug=bool(self._runtime_options.get("perf_debug"))))
+        return report.to_dict()
+
+    @api_call
+    def eval_memory(self, is_print: bool = True) -> dict[str, Any] | None:
+        """Estimate NPU memory use: weights, internal tensors after buffer reuse, other."""
+        from openrknn import profile
+        model = self._require_model("eval_memory")
+        if self._runtime is None or not self._runtime_options.get("eval_mem"):
+            raise RuntimeStateError("When init runtime, parameter <eval_mem> should be set to True, or we can not "
+                                    "eval memory!")
+        chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
+        report = profile.estimate_memory(model, chip)
+        if is_print:
+            print(profile.format_memory(report))
+        return report.to_dict()
+
+    @api_call
+    def accuracy_analysis(self, inputs: Any, output_dir: str = "./snapshot", target: str | None = None,
+                          device_id: str | None = None, calc_qnt_error: bool = True) -> int:
+        """Per-layer accuracy of the built model against the float model."""
+        if self._loaded_from_rknn:
+            raise RuntimeStateError("accuracy_analysis needs the original model: after load_rknn the float model "
+                                    "is not available. Load the source model and build it instead")
+        model = self._require_model("accuracy_analysis")
+        from openrknn.analysis import run_accuracy_analysis
+        run_accuracy_analysis(model, inputs, output_dir, self._cfg())
+        return 0
+
+    # ---------------------------------------------------------------- info
+    def get_sdk_version(self) -> str:
+        """The version string in the documented banner format."""
+        from openrknn import __version__
+        text = ("==============================================\n"
+                "RKNN VERSION:\n"
+                f"  API: openrknn {__version__} (simulator)\n"
+                "  DRV: simulator (no board driver)\n"
+                "==============================================")
+        print(text)
+        return text
+
+    @api_call
+    def list_support_target_platform(self, rknn_model: str | None = None) -> dict[str, Any]:
+        """Print and return the platforms (of a model, or all by NPU category)."""
+        from openrknn.api.platforms import describe_platforms
+        text, result = describe_platforms(rknn_model)
+        print(text)
+        return result
+
+    def list_devices(self) -> tuple[list[str], list[str]]:
+        """Boards reachable over adb (none when adb is absent); never raises."""
+        return devices.list_devices()
+
+    # ---------------------------------------------------------------- custom ops / later features
+    @api_call
+    def reg_custom_op(self, custom_op: Any) -> int:
+        """Register a Python custom op class (call between config() and load_xxx())."""
+        self._custom_ops.register(custom_op)
+        log.info(f"reg_custom_op: '{custom_op.op_type}' registered")
+        return 0
+
+    @api_call
+    def register_op(self, op_path: str) -> int:
+        raise NotSupportedError("register_op (Toolkit 1 .rknnop plugins) is not supported: those plugins are compiled "
+                                "for Rockchip's closed runtime. Write the op as a Python class and use reg_custom_op()")
+
+    @api_call
+    def hybrid_quantization_step1(self, dataset: str | None = None, rknn_batch_size: int | None = None,
+                                  proposal: bool = False, proposal_dataset_size: int = 1,
+                                  custom_hybrid: Any = None) -> int:
+        raise NotSupportedError("hybrid_quantization_step1 is not available yet in openrknn; use build() with "
+                                "do_quantization=True")
+
+    @api_call
+    def hybrid_quantization_step2(self, model_input: str, data_input: str, model_quantization_cfg: str) -> int:
+        raise NotSupportedError("hybrid_quantization_step2 is not available yet in openrknn")
+
+    @api_call
+    def export_encrypted_rknn_model(self, input_model: str, output_model: str | None = None,
+                                    crypt_level: int = 1) -> int:
+        raise NotSupportedError("export_encrypted_rknn_model is not available yet in openrknn")
+
+    @api_call
+    def export_rknn_sync_model(self, input_model: str, sync_uids: Any = None, output_model: str | None = None) -> int:
+        raise NotSupportedError("export_rknn_sync_model is not available yet in openrknn")
+
+    @api_call
+    def codegen(self, output_path: str, inputs: Sequence[str] | None = None, overwrite: bool = False) -> int:
+        raise NotSupportedError("codegen is not available yet in openrknn")
+
+    @api_call
+    def optimize_onnx(self, model: str, optimized_path: str | None = None, passes_enable: Any = None,
+                      inputs_for_dump: Any = None) -> int:
+        """Run the graph passes on an ONNX file and save the result."""
+        import onnx
+
+        from openrknn.frontends.onnx_file import load_onnx
+        from openrknn.graph.passes import optimize
+        from openrknn.model_file.container import write_atomic
+        source = load_onnx(model)
+        optimized = optimize(source.model, self._cfg().optimization_level)
+        path = optimized_path or os.path.splitext(model)[0] + ".optimized.onnx"
+        write_atomic(path, optimized.SerializeToString())
+        onnx.checker.check_model(path)
+        log.info(f"optimize_onnx: {path}")
+        return 0
+
+    def get_custom_string(self) -> str | None:
+        """The model's custom_string (what rknn_query(RKNN_QUERY_CUSTOM_STRING) returns on a board)."""
+        return None if self._model is None else self._model.custom_string
+
+    def release(self) -> None:
+        """Free the model and the runtime."""
+        self._runtime = None
+        self._model = None
+        self._source = None

@@ -1,0 +1,1 @@
+"""Command-line tools: ``openrknn`` and ``python -m rknn.api.rknn_convert``."""

@@ -1,0 +1,48 @@
+"""``openrknn info MODEL.rknn``: inputs, outputs, dtypes, targets, size, op counts, quantization."""
+from __future__ import annotations
+
+import collections
+import os
+
+from openrknn.graph.rknn_model import RKNNModel
+
+
+def describe_model(path: str) -> str:
+    from openrknn.model_file import load_model
+    model = load_model(path)
+    return format_model(model, os.path.getsize(path), path)
+
+
+def format_model(model: RKNNModel, size: int, path: str = "") -> str:
+    meta = model.metadata
+    lines = [f"model:            {path}",
+             f"file size:        {size / 1024:.1f} KiB",
+             f"made by:          openrknn {meta.get('toolkit_version')} ({meta.get('created', '')})",
+             f"source framework: {meta.get('source_framework', '?')}",
+             f"target platforms: {model.platforms}",
+             f"precision:        {'quantized ' + model.quantized_dtype if model.quantized_dtype else model.float_dtype}",
+             f"rknn_batch_size:  {model.rknn_batch_size}",
+             f"custom_string:    {model.custom_string!r}",
+             "inputs:"]
+    for t in model.inputs:
+        pre = next((p for p in model.preprocess if p.input_name == t.name), None)
+        norm = f" mean={pre.mean} std={pre.std} reorder={pre.reorder}" if pre else ""
+        lines.append(f"  {t.name}: {t.dtype} {t.shape} {t.layout}{norm}")
+    lines.append("outputs:")
+    lines += [f"  {t.name}: {t.dtype} {t.shape} {t.layout}" for t in model.outputs]
+    counts = collections.Counter(node.op_type for node in model.graph.graph.node)
+    lines.append(f"layers: {sum(counts.values())}")
+    lines += [f"  {op:<24} {n}" for op, n in counts.most_common()]
+    if model.quant_params:
+        lines.append(f"quantization parameters ({len(model.quant_params)} tensors):")
+        for name, params in sorted(model.quant_params.items()):
+            lines.append(f"  {name}: " + " ".join(f"{k}={_short(v)}" for k, v in sorted(params.items())))
+    return "\n".join(lines)
+
+
+def _short(value: object) -> str:
+    if isinstance(value, list) and len(value) > 4:
+        return "[" + ", ".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in value[:4]) + f", ... ({len(value)})]"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)

@@ -1,0 +1,154 @@
+"""The ``openrknn`` command: convert, info, run, demo, platforms."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from openrknn import __version__, log
+
+
+def _floats(text: str | None) -> list[list[float]] | None:
+    if not text:
+        return None
+    return [[float(v) for v in part.replace(",", " ").split()] for part in text.split("#")]
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    if args.model.endswith((".yml", ".yaml")):
+        from openrknn.cli.rknn_convert import convert
+        out_dir = args.output or "."
+        convert(args.model, out_dir, args.target_platform, verbose=args.verbose)
+        return 0
+    from openrknn.api.rknn import RKNN
+    rknn = RKNN(verbose=args.verbose)
+    kwargs = {"target_platform": args.target_platform, "optimization_level": args.optimization_level}
+    if args.mean:
+        kwargs["mean_values"] = _floats(args.mean)
+    if args.std:
+        kwargs["std_values"] = _floats(args.std)
+    if args.quantized_dtype:
+        kwargs["quantized_dtype"] = args.quantized_dtype
+    if args.quantized_algorithm:
+        kwargs["quantized_algorithm"] = args.quantized_algorithm
+    steps = [lambda: rknn.config(**kwargs), lambda: _load_by_extension(rknn, args.model),
+             lambda: rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset),
+             lambda: rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn")]
+    for step in steps:
+        if step() != 0:
+            return 1
+    return 0
+
+
+def _load_by_extension(rknn, path: str) -> int:
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".onnx":
+        return rknn.load_onnx(model=path)
+    if ext == ".tflite":
+        return rknn.load_tflite(model=path)
+    log.error(f"convert: cannot tell the framework of '{path}' from its extension; use a yml (rknn_convert format) "
+              "for pytorch/tensorflow/caffe/darknet models")
+    return -1
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from openrknn.cli.info import describe_model
+    from openrknn.errors import RKNNError
+    try:
+        print(describe_model(args.model))
+    except RKNNError as e:
+        log.error(f"info: {e}")
+        return 1
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from openrknn.cli.images import read_input
+    from openrknn.runtime.lite import RKNNLite
+    lite = RKNNLite(verbose=args.verbose)
+    if lite.load_rknn(args.model) != 0 or lite.init_runtime() != 0:
+        return 1
+    inputs = [read_input(p, spec) for p, spec in zip(args.input, lite._model.inputs)]
+    if len(inputs) != len(lite._model.inputs):
+        log.error(f"run: the model has {len(lite._model.inputs)} input(s); give one --input per input")
+        return 1
+    outputs = lite.inference(inputs=inputs)
+    if outputs is None:
+        return 1
+    for spec, out in zip(lite._model.outputs, outputs):
+        print(f"{spec.name}: shape {list(out.shape)} min {out.min():.6g} max {out.max():.6g} mean {out.mean():.6g}")
+        if out.ndim <= 2 and out.size >= 5:
+            print_top5(out)
+    return 0
+
+
+def print_top5(output: np.ndarray) -> None:
+    """Print the five best classes in the guide's example format."""
+    flat = output.reshape(-1)
+    order = np.argsort(flat)[::-1][:5]
+    print("-----TOP 5-----")
+    for index in order:
+        print(f"[{index}]: {flat[index]}")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from openrknn.cli.demo import run_demo
+    return run_demo(args.target_platform, args.output_dir, verbose=args.verbose)
+
+
+def cmd_platforms(args: argparse.Namespace) -> int:
+    from openrknn.api.platforms import describe_platforms
+    print(describe_platforms(None)[0])
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="openrknn", description="Open toolkit for Rockchip NPUs")
+    parser.add_argument("--version", action="version", version=f"openrknn {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("convert", help="convert a model (.onnx/.tflite, or a rknn_convert .yml)")
+    p.add_argument("model")
+    p.add_argument("-t", "--target-platform", dest="target_platform", default="rk3588")
+    p.add_argument("-o", "--output", default=None, help=".rknn path (folder for .yml)")
+    p.add_argument("--mean", default=None, help="e.g. '123.675 116.28 103.53' ('#' between inputs)")
+    p.add_argument("--std", default=None)
+    p.add_argument("--dataset", default=None, help="calibration dataset.txt: quantize")
+    p.add_argument("--quantized-dtype", dest="quantized_dtype", default=None)
+    p.add_argument("--quantized-algorithm", dest="quantized_algorithm", default=None)
+    p.add_argument("--optimization-level", dest="optimization_level", type=int, default=3)
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=cmd_convert)
+    p = sub.add_parser("info", help="describe an .rknn file")
+    p.add_argument("model")
+    p.set_defaults(func=cmd_info)
+    p = sub.add_parser("run", help="run an .rknn file on the simulator")
+    p.add_argument("model")
+    p.add_argument("--input", action="append", required=True, help="image (.png/.jpg/.bmp) or .npy; repeat per input")
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("demo", help="build, export, reload and run the embedded MobileNet-style model")
+    p.add_argument("-t", "--target-platform", dest="target_platform", default="rk3588")
+    p.add_argument("-o", "--output-dir", dest="output_dir", default=None)
+    p.add_argument("-v", "--verbose", action="store_true")
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("platforms", help="list supported platforms")
+    p.set_defaults(func=cmd_platforms)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BrokenPipeError:   # output piped into e.g. `head`
+        return 0
+    except Exception as e:  # one E line, exit code 1
+        log.error(f"{args.command}: {e}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

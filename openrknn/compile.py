@@ -1,0 +1,165 @@
+"""``build()``: from a loaded source model and the config to a built :class:`RKNNModel`.
+
+Stages, in order: graph passes (``optimization_level``) → input normalisation embedded →
+supported-op check → quantization (or fp16) → the model record.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import onnx
+
+from openrknn import __version__, chips, log
+from openrknn.config import ModelConfig
+from openrknn.errors import BuildError, ConfigError, NotSupportedError
+from openrknn.frontends import SourceModel
+from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.preprocess import embed_preprocess
+from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
+
+
+def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, dataset: str | None,
+                rknn_batch_size: int | None, custom_ops: CustomOpRegistry | None = None) -> RKNNModel:
+    """Build the model as ``RKNN.build`` documents it.
+
+    Raises:
+        BuildError / ConfigError / QuantizationError: with a message naming the problem.
+    """
+    started = time.perf_counter()
+    if do_quantization and not dataset and not source.quant_params:
+        raise ConfigError("build: do_quantization=True needs a dataset (a .txt file listing calibration inputs)")
+    batch = _batch(rknn_batch_size)
+    chip = chips.get_chip(cfg.platform)
+    graph = _optimize(source.model, cfg.optimization_level)
+    graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
+    graph = _infer_shapes(graph)
+    _check_supported(graph, custom_ops)
+    model = RKNNModel(
+        graph=graph,
+        inputs=_specs(graph.graph.input, graph, source.input_layouts, batch, skip_initializers=True),
+        outputs=_specs(graph.graph.output, graph, {}, batch),
+        preprocess=preprocess,
+        platforms=list(cfg.target_platform),
+        float_dtype=cfg.float_dtype,
+        custom_string=cfg.custom_string,
+        rknn_batch_size=batch,
+        metadata={"toolkit_version": __version__, "source_framework": source.framework,
+                  "optimization_level": cfg.optimization_level, "op_target": cfg.op_target or {},
+                  "toolkit": cfg.toolkit},
+        golden=graph,
+    )
+    if cfg.float_dtype == "float32":
+        log.warning("build: float_dtype='float32' is the simulator's reference path; the NPU itself has no fp32")
+    if not chip.float_on_npu and not do_quantization:
+        log.warning(f"build: {chip.name} has no float16 on its NPU; float layers of this model run on the CPU")
+    model = _quantize_or_float(model, source, cfg, do_quantization, dataset)
+    log.info(f"build: done in {time.perf_counter() - started:.2f} s "
+             f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
+    return model
+
+
+def _batch(rknn_batch_size: Any) -> int:
+    if rknn_batch_size is None:
+        return 1
+    if isinstance(rknn_batch_size, bool) or not isinstance(rknn_batch_size, int) or rknn_batch_size < 1:
+        raise ConfigError(f"build: rknn_batch_size must be a positive integer, got {rknn_batch_size!r}")
+    if rknn_batch_size > 32:
+        log.warning(f"build: rknn_batch_size={rknn_batch_size} is large; the guide recommends < 32 (memory)")
+    return rknn_batch_size
+
+
+def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
+    try:
+        from openrknn.graph.passes import optimize
+    except ImportError:
+        return model
+    return optimize(model, level)
+
+
+def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as e:
+        raise BuildError(f"shape inference failed after the graph passes: {e}") from e
+
+
+def _check_supported(model: onnx.ModelProto, custom_ops: CustomOpRegistry | None) -> None:
+    try:
+        from openrknn.graph.supported_ops import check_supported
+    except ImportError:
+        return
+    check_supported(model, custom_ops)
+
+
+def _layouts(source: SourceModel) -> dict[str, str]:
+    layouts = {}
+    for value in source.model.graph.input:
+        rank = len(value.type.tensor_type.shape.dim)
+        layouts[value.name] = source.input_layouts.get(value.name, LAYOUT_NCHW if rank == 4 else LAYOUT_UNDEFINED)
+    return layouts
+
+
+def _specs(values, model: onnx.ModelProto, layouts: dict[str, str], batch: int,
+           skip_initializers: bool = False) -> list[TensorSpec]:
+    inits = {i.name for i in model.graph.initializer} if skip_initializers else set()
+    specs = []
+    for value in values:
+        if value.name in inits:
+            continue
+        ttype = value.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in ttype.shape.dim]
+        if batch > 1 and shape:
+            shape[0] *= batch
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(ttype.elem_type)).name if ttype.elem_type else "float32"
+        layout = layouts.get(value.name, LAYOUT_NCHW if len(shape) == 4 and skip_initializers else LAYOUT_UNDEFINED)
+        specs.append(TensorSpec(name=value.name, shape=shape, dtype=dtype, layout=layout))
+    return specs
+
+
+def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, do_quantization: bool,
+                       dataset: str | None) -> RKNNModel:
+    try:
+        from openrknn import quant
+        quant.is_prequantized   # noqa: B018  (the quantization stage may be absent in a partial install)
+    except (ImportError, AttributeError) as e:
+        if do_quantization or source.quant_params:
+            raise NotSupportedError("build: quantization is not available in this installation") from e
+        model.tensor_dtypes = _float_dtypes(model)
+        return model
+    prequantized = bool(source.quant_params) or quant.is_prequantized(model.graph)
+    if prequantized:
+        log.info("build: the source model is already quantized; its quantization parameters are kept")
+        return quant.import_quantized(model)
+    if not do_quantization:
+        model.tensor_dtypes = _float_dtypes(model)
+        return model
+    if not dataset:
+        raise ConfigError("build: do_quantization=True needs a dataset (a .txt file listing calibration inputs)")
+    settings = quant.QuantSettings(dtype=cfg.quantized_dtype, method=cfg.quantized_method,
+                                   algorithm=cfg.quantized_algorithm, batch_size=cfg.batch_size, epochs=cfg.epochs)
+    settings.validate(chips.get_chip(cfg.platform))
+    rgb2bgr = cfg.quant_img_RGB2BGR
+    samples = quant.dataset.load_dataset(dataset, _unbatched(model.inputs, model.rknn_batch_size), rgb2bgr=rgb2bgr)
+    return quant.quantize_model(model, samples, settings)
+
+
+def _unbatched(specs: list[TensorSpec], batch: int) -> list[TensorSpec]:
+    if batch == 1:
+        return specs
+    return [TensorSpec(s.name, [s.shape[0] // batch] + s.shape[1:], s.dtype, s.layout) for s in specs]
+
+
+def _float_dtypes(model: RKNNModel) -> dict[str, str]:
+    out = {}
+    kind = model.float_dtype
+    for value in list(model.graph.graph.value_info) + list(model.graph.graph.output):
+        if value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            out[value.name] = kind
+    return out
+
+
+def refuse_later(feature: str, reason: str) -> None:
+    """Raise the standard 'documented but not available' error."""
+    raise NotSupportedError(f"{feature} is not supported yet: {reason}")

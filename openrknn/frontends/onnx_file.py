@@ -1,0 +1,158 @@
+"""``load_onnx``: read an ONNX file, cut it at the requested inputs/outputs, fix its shapes."""
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from openrknn import log
+from openrknn.errors import ModelLoadError
+from openrknn.frontends import SourceModel
+from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
+
+
+def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: Sequence[Sequence[int]] | None = None,
+              input_initial_val: Sequence[Any] | None = None, outputs: Sequence[str] | None = None) -> SourceModel:
+    """Load an ``.onnx`` file as documented for ``RKNN.load_onnx``.
+
+    Args:
+        model: path of the ``.onnx`` file.
+        inputs: names of tensors to use as model inputs (cuts the graph above them).
+        input_size_list: one full shape per input (fixes dynamic dimensions).
+        input_initial_val: one array (or None) per input; an input with a value becomes a constant.
+        outputs: names of tensors to use as model outputs (cuts the graph below them).
+    """
+    proto = _read(model)
+    graph_inputs = _graph_input_names(proto)
+    if inputs is not None or outputs is not None:
+        proto = _cut(proto, list(inputs) if inputs is not None else graph_inputs,
+                     list(outputs) if outputs is not None else [o.name for o in proto.graph.output], inputs, outputs)
+        graph_inputs = _graph_input_names(proto)
+    if input_size_list is not None:
+        _set_input_shapes(proto, graph_inputs, input_size_list)
+    values = _bake_initial_values(proto, graph_inputs, input_initial_val)
+    _fix_dynamic_dims(proto)
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+    except Exception as e:  # onnx raises several exception types here
+        raise ModelLoadError(f"{model}: shape inference failed: {e}") from e
+    layouts = {}
+    for value in proto.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        layouts[value.name] = LAYOUT_NCHW if len(dims) == 4 else LAYOUT_UNDEFINED
+    return SourceModel(model=proto, framework="onnx", input_layouts=layouts, input_values=values)
+
+
+def _read(path: str) -> onnx.ModelProto:
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        raise ModelLoadError(f"model file '{path}' does not exist")
+    try:
+        proto = onnx.load(str(path))
+    except Exception as e:
+        raise ModelLoadError(f"'{path}' is not a valid ONNX model ({type(e).__name__}: {e}); "
+                             "check the file is complete and was exported as .onnx") from e
+    if not proto.graph.node:
+        raise ModelLoadError(f"'{path}' holds no graph nodes; is it really an ONNX model?")
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        log.warning(f"load_onnx: '{path}' does not pass onnx.checker ({first}); trying anyway")
+    return proto
+
+
+def _graph_input_names(proto: onnx.ModelProto) -> list[str]:
+    inits = {i.name for i in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in inits]
+
+
+def _all_tensor_names(proto: onnx.ModelProto) -> set[str]:
+    names = {i.name for i in proto.graph.input}
+    for node in proto.graph.node:
+        names.update(node.output)
+    return names
+
+
+def _cut(proto: onnx.ModelProto, in_names: list[str], out_names: list[str],
+         user_inputs: Sequence[str] | None, user_outputs: Sequence[str] | None) -> onnx.ModelProto:
+    known = _all_tensor_names(proto)
+    for arg, names in (("inputs", user_inputs), ("outputs", user_outputs)):
+        for name in names or []:
+            if name not in known:
+                raise ModelLoadError(f"the '{name}' in {arg}={list(names)} is invalid: no tensor of that name in the "
+                                     "model (see the tensor names in Netron)")
+    try:
+        proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
+        return onnx.utils.Extractor(proto).extract_model(in_names, out_names)
+    except Exception as e:
+        raise ModelLoadError(f"cannot cut the graph at inputs={in_names} outputs={out_names}: {e}") from e
+
+
+def _set_input_shapes(proto: onnx.ModelProto, names: list[str], sizes: Sequence[Sequence[int]]) -> None:
+    if len(sizes) != len(names):
+        raise ModelLoadError(f"input_size_list has {len(sizes)} shape(s) but the model has {len(names)} input(s) {names}")
+    by_name = {v.name: v for v in proto.graph.input}
+    for name, size in zip(names, sizes):
+        shape = [int(d) for d in size]
+        dims = by_name[name].type.tensor_type.shape
+        old = [d.dim_value if d.HasField("dim_value") else -1 for d in dims.dim]
+        if len(old) == len(shape) + 1 and old[0] in (1, -1):
+            shape = [1] + shape    # Toolkit1 style sizes leave out the batch
+        if old and len(old) != len(shape):
+            raise ModelLoadError(f"input_size_list gives {shape} for input '{name}' whose rank is {len(old)}")
+        for d_old, d_new in zip(old, shape):
+            if d_old > 0 and d_old != d_new:
+                raise ModelLoadError(f"input_size_list gives {shape} for input '{name}' but the model fixes it to {old}")
+        dims.ClearField("dim")
+        for d in shape:
+            dims.dim.add().dim_value = d
+    # Stale intermediate shapes would contradict the new input shapes.
+    del proto.graph.value_info[:]
+
+
+def _bake_initial_values(proto: onnx.ModelProto, names: list[str], values: Sequence[Any] | None) -> dict[str, Any]:
+    if values is None:
+        return {}
+    if len(values) != len(names):
+        raise ModelLoadError(f"input_initial_val has {len(values)} value(s) but the model has {len(names)} input(s)")
+    baked = {}
+    elem_types = {v.name: v.type.tensor_type.elem_type for v in proto.graph.input}
+    for name, value in zip(names, values):
+        if value is None:
+            continue
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_types[name])
+        array = np.asarray(value).astype(dtype)
+        proto.graph.initializer.append(numpy_helper.from_array(array, name))
+        keep = [v for v in proto.graph.input if v.name != name]
+        del proto.graph.input[:]
+        proto.graph.input.extend(keep)
+        baked[name] = array
+        log.info(f"load_onnx: input '{name}' fixed to its initial value, shape {list(array.shape)}")
+    return baked
+
+
+def _fix_dynamic_dims(proto: onnx.ModelProto) -> None:
+    """Static shapes are required (the NPU compiles fixed shapes): batch defaults to 1, others must be given."""
+    inits = {i.name for i in proto.graph.initializer}
+    changed = False
+    for value in proto.graph.input:
+        if value.name in inits:
+            continue
+        dims = value.type.tensor_type.shape.dim
+        for axis, d in enumerate(dims):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                continue
+            if axis == 0:
+                d.Clear()
+                d.dim_value = 1
+                changed = True
+                log.warning(f"load_onnx: input '{value.name}' has a dynamic batch; it is fixed to 1")
+                continue
+            shape = [x.dim_value if x.HasField("dim_value") else (x.dim_param or "?") for x in dims]
+            raise ModelLoadError(f"input '{value.name}' has a dynamic shape {shape}; give its size with "
+                                 "load_onnx(..., inputs=[...], input_size_list=[[...]]) (or use config dynamic_input)")
+    if changed:
+        del proto.graph.value_info[:]

@@ -1,0 +1,1 @@
+"""The ONNX graph in the middle: IR helpers, the compiled-model record and the passes."""

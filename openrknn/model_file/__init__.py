@@ -1,0 +1,112 @@
+"""Save and load built models as openrknn ``.rknn`` files (see ``container`` and docs/rknn-format.md)."""
+from __future__ import annotations
+
+import datetime as _dt
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from openrknn import __version__
+from openrknn.errors import ModelFileError
+from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
+from openrknn.model_file.container import Container, decode, encode, read_file, write_atomic
+
+FORMAT_NAME = "openrknn-model"
+GRAPH_SECTION = "graph.onnx"
+
+
+def to_container(model: RKNNModel) -> Container:
+    """Describe ``model`` as a container (graph bytes + JSON header)."""
+    graph = onnx.ModelProto()
+    graph.CopyFrom(model.graph)
+    fp16_weights = _store_float_weights_as_fp16(graph) if model.float_dtype == "float16" else []
+    header = {
+        "format": FORMAT_NAME,
+        "toolkit": "openrknn",
+        "toolkit_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "target_platforms": list(model.platforms),
+        "inputs": [t.to_dict() for t in model.inputs],
+        "outputs": [t.to_dict() for t in model.outputs],
+        "preprocess": [p.to_dict() for p in model.preprocess],
+        "float_dtype": model.float_dtype,
+        "quantized_dtype": model.quantized_dtype,
+        "tensor_dtypes": model.tensor_dtypes,
+        "quant_params": model.quant_params,
+        "custom_string": model.custom_string,
+        "rknn_batch_size": model.rknn_batch_size,
+        "metadata": model.metadata,
+        "fp16_initializers": fp16_weights,
+    }
+    return Container(header=header, sections={GRAPH_SECTION: graph.SerializeToString()})
+
+
+def from_container(container: Container, source: str) -> RKNNModel:
+    header = container.header
+    if header.get("format") != FORMAT_NAME:
+        raise ModelFileError(f"'{source}' is an openrknn container but not a model (format={header.get('format')!r})")
+    if GRAPH_SECTION not in container.sections:
+        raise ModelFileError(f"'{source}' has no graph section")
+    graph = onnx.ModelProto()
+    try:
+        graph.ParseFromString(container.sections[GRAPH_SECTION])
+    except Exception as e:
+        raise ModelFileError(f"'{source}': the graph section is not a valid ONNX graph ({e})") from e
+    _restore_fp32(graph, set(header.get("fp16_initializers", [])))
+    return RKNNModel(
+        graph=graph,
+        inputs=[TensorSpec.from_dict(d) for d in header["inputs"]],
+        outputs=[TensorSpec.from_dict(d) for d in header["outputs"]],
+        preprocess=[InputPreprocess.from_dict(d) for d in header.get("preprocess", [])],
+        platforms=list(header.get("target_platforms", [])),
+        float_dtype=header.get("float_dtype", "float16"),
+        quantized_dtype=header.get("quantized_dtype"),
+        tensor_dtypes=dict(header.get("tensor_dtypes", {})),
+        quant_params=dict(header.get("quant_params", {})),
+        custom_string=header.get("custom_string"),
+        rknn_batch_size=int(header.get("rknn_batch_size", 1)),
+        metadata=dict(header.get("metadata", {}), toolkit_version=header.get("toolkit_version"),
+                      created=header.get("created")),
+    )
+
+
+def save_model(model: RKNNModel, path: str) -> int:
+    """Write ``model`` to ``path`` atomically; returns the file size in bytes."""
+    data = encode(to_container(model))
+    write_atomic(path, data)
+    return len(data)
+
+
+def load_model(path: str) -> RKNNModel:
+    """Read and verify an openrknn ``.rknn`` file."""
+    return from_container(read_file(path), path)
+
+
+def load_model_bytes(data: bytes, source: str = "<bytes>") -> RKNNModel:
+    return from_container(decode(data, source), source)
+
+
+def _store_float_weights_as_fp16(graph: onnx.ModelProto) -> list[str]:
+    """fp16 models keep weights as fp16 on the NPU: store them so (half the size, lossless for fp16)."""
+    names = []
+    for i, init in enumerate(graph.graph.initializer):
+        if init.data_type == onnx.TensorProto.FLOAT and _num_elements(init) > 16:
+            array = numpy_helper.to_array(init).astype(np.float16)
+            graph.graph.initializer[i].CopyFrom(numpy_helper.from_array(array, init.name))
+            names.append(init.name)
+    return names
+
+
+def _restore_fp32(graph: onnx.ModelProto, names: set[str]) -> None:
+    for i, init in enumerate(graph.graph.initializer):
+        if init.name in names:
+            array = numpy_helper.to_array(init).astype(np.float32)
+            graph.graph.initializer[i].CopyFrom(numpy_helper.from_array(array, init.name))
+
+
+def _num_elements(init: onnx.TensorProto) -> int:
+    n = 1
+    for d in init.dims:
+        n *= d
+    return n

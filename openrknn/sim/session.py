@@ -1,0 +1,163 @@
+"""Run a built model on onnxruntime the way the NPU would, with the toolkit's input conventions.
+
+Inputs: 4-D inputs arrive NHWC by default (``data_format``), are converted to the model's layout,
+cast to the graph's dtype and fed raw (the normalisation is part of the graph). Outputs come back
+float32, in the original model's layout. ``rknn_batch_size=N`` models take N stacked frames.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from openrknn.errors import InferenceInputError, RuntimeStateError
+from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, RKNNModel, TensorSpec
+from openrknn.sim.fp16 import lower_fp16
+
+_NCHW_TO_NHWC = (0, 2, 3, 1)
+_NHWC_TO_NCHW = (0, 3, 1, 2)
+
+
+def lower(model: RKNNModel) -> onnx.ModelProto:
+    """The executable ONNX graph for ``model``: fp16-rounded float layers, or the quantized lowering."""
+    if model.is_quantized:
+        from openrknn.sim.quantized import lower_quantized   # quantization stage owns this lowering
+        return lower_quantized(model)
+    if model.float_dtype == "float32":
+        return model.graph
+    cpu_tensors = set()
+    for node in model.graph.graph.node:
+        if (model.metadata.get("op_target") or {}).get(node.name) == "cpu":
+            cpu_tensors.update(node.output)
+    return lower_fp16(model.graph, exclude=cpu_tensors)
+
+
+def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime raises its own exception classes
+        raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
+
+
+class Simulator:
+    """An initialised simulator runtime for one model."""
+
+    def __init__(self, model: RKNNModel) -> None:
+        self.model = model
+        self.session = make_session(lower(model))
+        self._pass_through_session: ort.InferenceSession | None = None
+        self._feed_names = [i.name for i in self.session.get_inputs()]
+        self._feed_types = {i.name: i.type for i in self.session.get_inputs()}
+
+    def run(self, inputs: Sequence[Any], data_format: Sequence[str] | str | None = None,
+            inputs_pass_through: Sequence[int] | None = None) -> list[np.ndarray]:
+        """Run one inference; see ``RKNN.inference``."""
+        specs = self.model.inputs
+        if not isinstance(inputs, (list, tuple)):
+            inputs = [inputs]
+        if len(inputs) != len(specs):
+            raise InferenceInputError(f"the model has {len(specs)} input(s) {[s.name for s in specs]} but "
+                                      f"{len(inputs)} were given")
+        formats = _formats(data_format, len(specs))
+        pass_through = list(inputs_pass_through or [0] * len(specs))
+        if len(pass_through) != len(specs):
+            raise InferenceInputError(f"inputs_pass_through has {len(pass_through)} flag(s) for {len(specs)} input(s)")
+        feeds = [self._prepare(i, spec, value, formats[i]) for i, (spec, value) in enumerate(zip(specs, inputs))]
+        session = self._session_for(pass_through)
+        batch = max(1, self.model.rknn_batch_size)
+        names = [self._feed_name(spec, bool(pass_through[i])) for i, spec in enumerate(specs)]
+        if batch == 1:
+            outputs = session.run(None, dict(zip(names, feeds)))
+        else:
+            frames = [session.run(None, {n: f[b:b + 1] for n, f in zip(names, feeds)}) for b in range(batch)]
+            outputs = [np.concatenate([fr[k] for fr in frames], axis=0) for k in range(len(frames[0]))]
+        return [np.asarray(o, dtype=np.float32) for o in outputs]
+
+    def _prepare(self, index: int, spec: TensorSpec, value: Any, data_format: str) -> np.ndarray:
+        try:
+            array = np.asarray(value)
+        except Exception as e:
+            raise InferenceInputError(f"input {index} ('{spec.name}') is not an array: {e}") from e
+        if array.dtype == object or array.dtype.kind in "USV":
+            raise InferenceInputError(f"input {index} ('{spec.name}') has dtype {array.dtype}; give a numeric ndarray")
+        expected = tuple(spec.shape)
+        if array.ndim == len(expected) - 1 and len(expected) == 4 and expected[0] == 1:
+            array = array[np.newaxis]          # an HxWxC image without its batch axis
+        if array.ndim == 4 and len(expected) == 4:
+            array = _to_layout(array, data_format, spec.layout)
+        if tuple(array.shape) != expected:
+            shown = expected
+            if len(expected) == 4 and spec.layout == LAYOUT_NCHW and data_format == "nhwc":
+                shown = tuple(expected[i] for i in _NCHW_TO_NHWC)
+            raise InferenceInputError(f"input {index} ('{spec.name}') has shape {tuple(np.asarray(value).shape)} but the "
+                                      f"model expects {shown} ({data_format.upper() if len(expected) == 4 else 'as is'})")
+        target = _np_type(self._feed_types.get(spec.name, "tensor(float)"))
+        if not np.can_cast(array.dtype, target, casting="unsafe"):
+            raise InferenceInputError(f"input {index} ('{spec.name}') dtype {array.dtype} cannot become {target}")
+        return np.ascontiguousarray(array.astype(target, copy=False))
+
+    def _feed_name(self, spec: TensorSpec, pass_through: bool) -> str:
+        if not pass_through:
+            return spec.name
+        for pre in self.model.preprocess:
+            if pre.input_name == spec.name:
+                return pre.normalized_name
+        return spec.name
+
+    def _session_for(self, pass_through: list[int]) -> ort.InferenceSession:
+        if not any(pass_through):
+            return self.session
+        if self._pass_through_session is None:
+            self._pass_through_session = make_session(_without_preprocess(lower(self.model), self.model))
+        return self._pass_through_session
+
+
+def _formats(data_format: Sequence[str] | str | None, count: int) -> list[str]:
+    if data_format is None:
+        return ["nhwc"] * count
+    items = [data_format] * count if isinstance(data_format, str) else list(data_format)
+    if len(items) != count:
+        raise InferenceInputError(f"data_format lists {len(items)} layout(s) for {count} input(s); list all inputs")
+    out = []
+    for item in items:
+        low = str(item).lower() if item is not None else "nhwc"
+        if low not in ("nhwc", "nchw"):
+            raise InferenceInputError(f"data_format '{item}' is not valid; use 'nhwc' or 'nchw'")
+        out.append(low)
+    return out
+
+
+def _to_layout(array: np.ndarray, data_format: str, model_layout: str) -> np.ndarray:
+    if model_layout == LAYOUT_NCHW and data_format == "nhwc":
+        return array.transpose(_NHWC_TO_NCHW)
+    if model_layout == LAYOUT_NHWC and data_format == "nchw":
+        return array.transpose(_NCHW_TO_NHWC)
+    return array
+
+
+def _np_type(ort_type: str) -> np.dtype:
+    table = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
+             "tensor(int16)": np.int16, "tensor(uint16)": np.uint16, "tensor(bool)": np.bool_}
+    return np.dtype(table.get(ort_type, np.float32))
+
+
+def _without_preprocess(graph: onnx.ModelProto, model: RKNNModel) -> onnx.ModelProto:
+    """The executable graph fed after normalisation (``inputs_pass_through``)."""
+    from onnx.utils import Extractor
+
+    inputs = []
+    for spec in model.inputs:
+        name = spec.name
+        for pre in model.preprocess:
+            if pre.input_name == spec.name:
+                name = pre.normalized_name
+        inputs.append(name)
+    graph = onnx.shape_inference.infer_shapes(graph)
+    return Extractor(graph).extract_model(inputs, [o.name for o in graph.graph.output])

@@ -1,0 +1,1 @@
+"""Compatibility package: ``from rknn.api import RKNN`` runs on openrknn."""

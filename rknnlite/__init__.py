@@ -1,0 +1,1 @@
+"""Compatibility package: ``from rknnlite.api import RKNNLite`` runs on openrknn."""
