@@ -81,8 +81,11 @@ def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
 def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
-    except Exception as e:
-        raise BuildError(f"shape inference failed after the graph passes: {e}") from e
+    except Exception as strict_error:
+        try:   # control-flow subgraphs can defeat strict inference; keep what can be inferred
+            return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception:
+            raise BuildError(f"shape inference failed after the graph passes: {strict_error}") from strict_error
 
 
 def _check_supported(model: onnx.ModelProto, custom_ops: CustomOpRegistry | None) -> None:

@@ -27,7 +27,10 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
     """
     proto = _read(model)
     graph_inputs = _graph_input_names(proto)
-    if inputs is not None or outputs is not None:
+    current_outputs = [o.name for o in proto.graph.output]
+    wants_cut = ((inputs is not None and list(inputs) != graph_inputs)
+                 or (outputs is not None and list(outputs) != current_outputs))
+    if wants_cut:
         proto = _cut(proto, list(inputs) if inputs is not None else graph_inputs,
                      list(outputs) if outputs is not None else [o.name for o in proto.graph.output], inputs, outputs)
         graph_inputs = _graph_input_names(proto)
@@ -79,6 +82,10 @@ def _all_tensor_names(proto: onnx.ModelProto) -> set[str]:
 def _cut(proto: onnx.ModelProto, in_names: list[str], out_names: list[str],
          user_inputs: Sequence[str] | None, user_outputs: Sequence[str] | None) -> onnx.ModelProto:
     known = _all_tensor_names(proto)
+    if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+           for node in proto.graph.node for attr in node.attribute):
+        log.warning("load_onnx: the model has control-flow subgraphs (If/Loop); tensors they read from the outer "
+                    "graph must stay inside the cut")
     for arg, names in (("inputs", user_inputs), ("outputs", user_outputs)):
         for name in names or []:
             if name not in known:

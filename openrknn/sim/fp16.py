@@ -13,6 +13,16 @@ import onnx
 from onnx import helper, numpy_helper
 
 _ROUND_SUFFIX = "__fp16"
+FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
+
+# Ops whose float outputs are fp16 values whenever their float inputs are: they move, select or
+# compare values without arithmetic, so rounding after them would change nothing.
+_EXACT_OPS = frozenset({
+    "Relu", "MaxPool", "GlobalMaxPool", "Reshape", "Flatten", "Transpose", "Concat", "Slice", "Gather",
+    "GatherElements", "GatherND", "Squeeze", "Unsqueeze", "Split", "Identity", "Expand", "Tile", "DepthToSpace",
+    "SpaceToDepth", "ReduceMax", "ReduceMin", "Max", "Min", "Abs", "Neg", "Where", "Dropout", "Clip", "Pad",
+    "Resize", "Upsample", "Sign", "Ceil", "Floor", "Round",
+})
 
 
 def round_to_fp16(array: np.ndarray) -> np.ndarray:
@@ -50,6 +60,7 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
         if value.name not in inits and value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
             to_round.add(value.name)
     graph_outputs = {o.name for o in graph.output}
+    exact = set(inits)          # tensors already holding fp16 values
     renamed = {}
     new_nodes: list[onnx.NodeProto] = []
     input_names = {v.name for v in graph.input}
@@ -57,12 +68,21 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
         rounded = name + _ROUND_SUFFIX
         new_nodes += _cast_pair(name, rounded)
         renamed[name] = rounded
+        exact.add(name)
+    fused = _fused_producer_outputs(graph)
     for node in graph.node:
+        inputs_exact = all(not i or i in exact or i not in to_round for i in node.input)
         _rewire(node, renamed)
         new_nodes.append(node)
         for produced in node.output:
             if produced not in to_round:
                 continue
+            if produced not in graph_outputs and (
+                    (node.op_type in _EXACT_OPS and inputs_exact and _exact_attributes(node)) or produced in fused):
+                if produced not in fused:
+                    exact.add(produced)
+                continue
+            exact.add(produced)
             if produced in graph_outputs:
                 # Keep the graph output name: the node writes a raw tensor, the cast pair restores the name.
                 raw = produced + "__fp32"
@@ -76,6 +96,31 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
     graph.node.extend(new_nodes)
     del graph.value_info[:]
     return out
+
+
+def _fused_producer_outputs(graph: onnx.GraphProto) -> set[str]:
+    """Outputs that only feed the activation fused into their producer (the NPU never stores them)."""
+    consumers: dict[str, int] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers[name] = consumers.get(name, 0) + 1
+    out = set()
+    for node in graph.node:
+        marks = {p.key: p.value for p in getattr(node, "metadata_props", [])}
+        if FUSED_ACTIVATION_KEY in marks and len(node.output) == 1 and consumers.get(node.output[0], 0) == 1:
+            out.add(node.output[0])
+    return out
+
+
+def _exact_attributes(node: onnx.NodeProto) -> bool:
+    """Pad's constant and Resize's interpolation must not create new values."""
+    if node.op_type == "Resize":
+        mode = next((a.s for a in node.attribute if a.name == "mode"), b"nearest")
+        return mode == b"nearest"
+    if node.op_type == "Upsample":
+        mode = next((a.s for a in node.attribute if a.name == "mode"), b"nearest")
+        return mode == b"nearest"
+    return True
 
 
 def _cast_pair(src: str, dst: str) -> list[onnx.NodeProto]:

@@ -1,0 +1,98 @@
+"""Build time and simulator latency next to onnxruntime fp32 on the same model, in one run.
+
+    python bench/sim_latency.py [--repeat 30]
+
+Models: the embedded demo model and, when present, the real ONNX models in ../shared/models/onnx.
+Prints, per model and precision: build time, simulator latency, onnxruntime fp32 latency on the
+original model, their ratio (target ≤ 1.5), and the output agreement (max rel. diff / cosine).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from openrknn.cli.demo_model import build_demo_model, demo_image  # noqa: E402
+from rknn.api import RKNN  # noqa: E402
+
+
+def _median_ms(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return 1000 * float(np.median(times))
+
+
+def _cases(shared: Path | None, tmp: str):
+    demo = os.path.join(tmp, "demo.onnx")
+    onnx.save(build_demo_model(), demo)
+    img = demo_image()
+    x = ((img.astype(np.float32) - 127.5) / 127.5).transpose(2, 0, 1)[None].astype(np.float32)
+    yield "demo-mobilenet", demo, dict(inputs=None), {"input": x}, [img[None]]
+    if shared is None:
+        return
+    rng = np.random.default_rng(0)
+    for name, (h, w) in (("ch_ppocr_mobile_v2.0_cls_infer", (48, 192)), ("ch_PP-OCRv4_rec_infer", (48, 320))):
+        path = shared / "models" / "onnx" / f"{name}.onnx"
+        if path.exists():
+            img = rng.integers(0, 256, (1, h, w, 3), dtype=np.uint8)
+            x = ((img.astype(np.float32) - 127.5) / 127.5).transpose(0, 3, 1, 2).astype(np.float32)
+            yield name, str(path), dict(inputs=["x"], input_size_list=[[1, 3, h, w]]), {"x": x}, [img]
+    path = shared / "models" / "onnx" / "silero_vad_16k_op15.onnx"
+    if path.exists():
+        feeds = [rng.normal(0, 0.3, (1, 512)).astype(np.float32), np.zeros((2, 1, 128), np.float32),
+                 np.array(16000, np.int64)]
+        names = ["input", "state", "sr"]
+        yield ("silero_vad_16k_op15", str(path), dict(inputs=names, input_size_list=[[1, 512], [2, 1, 128], []]),
+               dict(zip(names, feeds)), feeds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    root = Path(os.environ.get("OPENRKNN_TEST_DATA", Path(__file__).resolve().parents[2] / "shared"))
+    shared = root if (root / "models").is_dir() else None
+    print(f"{'model':<34}{'precision':<10}{'build s':>9}{'sim ms':>9}{'ort ms':>9}{'ratio':>7}{'agreement':>16}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path, load_kwargs, ort_feeds, sim_inputs in _cases(shared, tmp):
+            session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            reference = session.run(None, ort_feeds)[0]
+            ort_ms = _median_ms(lambda: session.run(None, ort_feeds), args.repeat)
+            image_model = "x" in ort_feeds or "input" in ort_feeds and ort_feeds["input"].ndim == 4
+            for precision in ("float32", "float16"):
+                rknn = RKNN()
+                cfg = dict(target_platform="rk3588", float_dtype=precision)
+                if image_model:
+                    cfg.update(mean_values=[[127.5] * 3], std_values=[[127.5] * 3])
+                rknn.config(**cfg)
+                kwargs = {k: v for k, v in load_kwargs.items() if v is not None}
+                rknn.load_onnx(model=path, **kwargs)
+                t0 = time.perf_counter()
+                rknn.build(do_quantization=False)
+                build_s = time.perf_counter() - t0
+                rknn.init_runtime()
+                out = rknn.inference(inputs=sim_inputs)[0]
+                sim_ms = _median_ms(lambda: rknn.inference(inputs=sim_inputs), args.repeat)
+                if precision == "float32":
+                    agree = f"maxrel {np.abs(out - reference).max() / (np.abs(reference).max() or 1):.1e}"
+                else:
+                    a, b = out.ravel().astype(np.float64), reference.ravel().astype(np.float64)
+                    agree = f"cos {a @ b / (np.linalg.norm(a) * np.linalg.norm(b)):.6f}"
+                print(f"{name:<34}{precision:<10}{build_s:>9.2f}{sim_ms:>9.2f}{ort_ms:>9.2f}{sim_ms / ort_ms:>7.2f}{agree:>16}")
+                rknn.release()
+
+
+if __name__ == "__main__":
+    main()
