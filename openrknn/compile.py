@@ -15,7 +15,7 @@ from openrknn import __version__, chips, log
 from openrknn.config import ModelConfig
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
 from openrknn.frontends import SourceModel
-from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
 
@@ -32,9 +32,9 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         raise ConfigError("build: do_quantization=True needs a dataset (a .txt file listing calibration inputs)")
     batch = _batch(rknn_batch_size)
     chip = chips.get_chip(cfg.platform)
-    graph = _optimize(source.model, cfg.optimization_level)
+    graph = _optimize(apply_custom_ops(source.model, custom_ops), cfg.optimization_level)
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
-    graph = _infer_shapes(graph)
+    graph = apply_custom_ops(_infer_shapes(graph), custom_ops)
     _check_supported(graph, custom_ops)
     model = RKNNModel(
         graph=graph,
@@ -47,7 +47,8 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         rknn_batch_size=batch,
         metadata={"toolkit_version": __version__, "source_framework": source.framework,
                   "optimization_level": cfg.optimization_level, "op_target": cfg.op_target or {},
-                  "toolkit": cfg.toolkit},
+                  "toolkit": cfg.toolkit,
+                  "custom_ops": sorted({n.op_type for n in graph.graph.node if n.domain == CUSTOM_DOMAIN})},
         golden=graph,
     )
     if cfg.float_dtype == "float32":

@@ -239,7 +239,7 @@ class RKNN:
             log.warning("Flag perf_debug has been set, it will affect the performance of inference!")
         if eval_mem:
             log.warning("Flag eval_mem has been set, it will affect the performance of inference!")
-        self._runtime = Simulator(model)
+        self._runtime = Simulator(model, self._custom_ops)
         self._runtime_options = {"target": target, "perf_debug": perf_debug, "eval_mem": eval_mem,
                                  "core_mask": core_mask}
         log.info(f"init_runtime: simulator ready ({'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")

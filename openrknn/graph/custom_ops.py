@@ -55,3 +55,53 @@ def get_node_attr(node: Any, name: str, default: Any = None) -> Any:
                 return value.decode("utf-8")
             return value
     return default
+
+
+def apply_custom_ops(model: "onnx.ModelProto", registry: CustomOpRegistry | None) -> "onnx.ModelProto":
+    """Move registered op types to ``CUSTOM_DOMAIN`` and give their outputs shapes from ``shape_infer``.
+
+    ONNX shape inference knows nothing of custom ops, so this alternates it with the classes'
+    ``shape_infer(node, in_shapes, in_dtypes)`` until every custom output is typed.
+    """
+    import numpy as np
+    import onnx
+    from onnx import helper
+
+    if registry is None or not registry.names():
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    custom = [n for n in out.graph.node if n.op_type in registry]
+    if not custom:
+        return out
+    for node in custom:
+        node.domain = CUSTOM_DOMAIN
+    if not any(o.domain == CUSTOM_DOMAIN for o in out.opset_import):
+        out.opset_import.append(helper.make_opsetid(CUSTOM_DOMAIN, 1))
+    for _ in range(len(custom) + 1):
+        out = onnx.shape_inference.infer_shapes(out, strict_mode=False)
+        known = {v.name: v for v in list(out.graph.value_info) + list(out.graph.input) + list(out.graph.output)}
+        for init in out.graph.initializer:
+            known.setdefault(init.name, helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+        progressed = False
+        for node in custom:
+            if all(o in known and known[o].type.tensor_type.elem_type for o in node.output):
+                continue
+            if not all(i in known for i in node.input if i):
+                continue
+            shapes = [[d.dim_value for d in known[i].type.tensor_type.shape.dim] for i in node.input if i]
+            dtypes = [np.dtype(helper.tensor_dtype_to_np_dtype(known[i].type.tensor_type.elem_type))
+                      for i in node.input if i]
+            out_shapes, out_dtypes = registry.get(node.op_type)().shape_infer(node, shapes, dtypes)
+            for name, shape, dtype in zip(node.output, out_shapes, out_dtypes):
+                elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+                value = helper.make_tensor_value_info(name, elem, [int(d) for d in shape])
+                graph_out = next((o for o in out.graph.output if o.name == name), None)
+                if graph_out is not None:
+                    graph_out.CopyFrom(value)
+                else:
+                    out.graph.value_info.append(value)
+            progressed = True
+        if not progressed:
+            break
+    return out

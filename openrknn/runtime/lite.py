@@ -13,6 +13,7 @@ from openrknn import log
 from openrknn.api import devices
 from openrknn.api.rknn import api_call
 from openrknn.errors import RuntimeStateError
+from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 
 
@@ -31,9 +32,16 @@ class RKNNLite:
         log.configure(bool(verbose), verbose_file)
         self._model: RKNNModel | None = None
         self._runtime: Any = None
+        self._custom_ops = CustomOpRegistry()
 
     def _failure(self, name: str) -> Any:
         return None if name in ("inference", "get_sdk_version", "list_support_target_platform") else -1
+
+    @api_call
+    def reg_custom_op(self, custom_op: Any) -> int:
+        """Register the Python class of a custom op the model uses (before init_runtime)."""
+        self._custom_ops.register(custom_op)
+        return 0
 
     @api_call
     def load_rknn(self, path: str) -> int:
@@ -52,7 +60,7 @@ class RKNNLite:
             raise RuntimeStateError("call load_rknn() before init_runtime()")
         if core_mask not in (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF):
             raise RuntimeStateError(f"core_mask {core_mask:#x} is not one of the NPU_CORE_* values")
-        self._runtime = Simulator(self._model)
+        self._runtime = Simulator(self._model, self._custom_ops)
         log.info("init_runtime: running on the openrknn simulator")
         return 0
 

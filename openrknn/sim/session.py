@@ -14,7 +14,9 @@ import onnxruntime as ort
 
 from openrknn.errors import InferenceInputError, RuntimeStateError
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, RKNNModel, TensorSpec
+from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.sim.fp16 import lower_fp16
+from openrknn.sim.partitioned import PartitionedRunner, has_custom_ops
 
 _NCHW_TO_NHWC = (0, 2, 3, 1)
 _NHWC_TO_NCHW = (0, 3, 1, 2)
@@ -45,15 +47,32 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
         raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
 
 
+class _Runner:
+    """One executable graph: a plain onnxruntime session, or segments around custom ops."""
+
+    def __init__(self, graph: onnx.ModelProto, custom_ops: CustomOpRegistry | None) -> None:
+        self.input_types = {v.name: _elem_np_type(v) for v in graph.graph.input}
+        if has_custom_ops(graph):
+            self._partitioned: PartitionedRunner | None = PartitionedRunner(graph, custom_ops, make_session)
+            self._session = None
+        else:
+            self._partitioned = None
+            self._session = make_session(graph)
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        if self._partitioned is not None:
+            return self._partitioned.run(feeds)
+        return self._session.run(None, feeds)
+
+
 class Simulator:
     """An initialised simulator runtime for one model."""
 
-    def __init__(self, model: RKNNModel) -> None:
+    def __init__(self, model: RKNNModel, custom_ops: CustomOpRegistry | None = None) -> None:
         self.model = model
-        self.session = make_session(lower(model))
-        self._pass_through_session: ort.InferenceSession | None = None
-        self._feed_names = [i.name for i in self.session.get_inputs()]
-        self._feed_types = {i.name: i.type for i in self.session.get_inputs()}
+        self.custom_ops = custom_ops
+        self.session = _Runner(lower(model), custom_ops)
+        self._pass_through_session: _Runner | None = None
 
     def run(self, inputs: Sequence[Any], data_format: Sequence[str] | str | None = None,
             inputs_pass_through: Sequence[int] | None = None) -> list[np.ndarray]:
@@ -73,9 +92,9 @@ class Simulator:
         batch = max(1, self.model.rknn_batch_size)
         names = [self._feed_name(spec, bool(pass_through[i])) for i, spec in enumerate(specs)]
         if batch == 1:
-            outputs = session.run(None, dict(zip(names, feeds)))
+            outputs = session.run(dict(zip(names, feeds)))
         else:
-            frames = [session.run(None, {n: f[b:b + 1] for n, f in zip(names, feeds)}) for b in range(batch)]
+            frames = [session.run({n: f[b:b + 1] for n, f in zip(names, feeds)}) for b in range(batch)]
             outputs = [np.concatenate([fr[k] for fr in frames], axis=0) for k in range(len(frames[0]))]
         return [np.asarray(o, dtype=np.float32) for o in outputs]
 
@@ -97,7 +116,7 @@ class Simulator:
                 shown = tuple(expected[i] for i in _NCHW_TO_NHWC)
             raise InferenceInputError(f"input {index} ('{spec.name}') has shape {tuple(np.asarray(value).shape)} but the "
                                       f"model expects {shown} ({data_format.upper() if len(expected) == 4 else 'as is'})")
-        target = _np_type(self._feed_types.get(spec.name, "tensor(float)"))
+        target = self.session.input_types.get(spec.name, np.dtype(np.float32))
         if not np.can_cast(array.dtype, target, casting="unsafe"):
             raise InferenceInputError(f"input {index} ('{spec.name}') dtype {array.dtype} cannot become {target}")
         return np.ascontiguousarray(array.astype(target, copy=False))
@@ -110,11 +129,11 @@ class Simulator:
                 return pre.normalized_name
         return spec.name
 
-    def _session_for(self, pass_through: list[int]) -> ort.InferenceSession:
+    def _session_for(self, pass_through: list[int]) -> _Runner:
         if not any(pass_through):
             return self.session
         if self._pass_through_session is None:
-            self._pass_through_session = make_session(_without_preprocess(lower(self.model), self.model))
+            self._pass_through_session = _Runner(_without_preprocess(lower(self.model), self.model), self.custom_ops)
         return self._pass_through_session
 
 
@@ -141,11 +160,9 @@ def _to_layout(array: np.ndarray, data_format: str, model_layout: str) -> np.nda
     return array
 
 
-def _np_type(ort_type: str) -> np.dtype:
-    table = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
-             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
-             "tensor(int16)": np.int16, "tensor(uint16)": np.uint16, "tensor(bool)": np.bool_}
-    return np.dtype(table.get(ort_type, np.float32))
+def _elem_np_type(value: onnx.ValueInfoProto) -> np.dtype:
+    elem = value.type.tensor_type.elem_type
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
 
 
 def _without_preprocess(graph: onnx.ModelProto, model: RKNNModel) -> onnx.ModelProto:

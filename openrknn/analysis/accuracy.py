@@ -1,0 +1,172 @@
+"""Per-layer accuracy of the simulator against the float ("golden") model.
+
+For every layer output *t* (in graph order):
+
+* ``entire``: the golden model and the simulator both run from the same inputs; errors of earlier
+  layers accumulate into *t*.
+* ``single``: the layer alone runs on the simulator with the **golden** values of its inputs, so
+  only its own error shows.
+
+Metrics, on the flattened float64 tensors ``g`` (golden) and ``s`` (simulator)::
+
+    cos = Σ g·s / (‖g‖·‖s‖)        (1.0 = identical; two all-zero tensors count as 1.0)
+    euc = ‖g − s‖₂
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from openrknn import log
+from openrknn.graph.rknn_model import RKNNModel
+from openrknn.sim.session import lower, make_session
+
+
+@dataclass
+class LayerError:
+    """One row of the analysis: a layer's output tensor and its errors."""
+
+    op_type: str
+    tensor: str
+    entire_cos: float | None = None
+    entire_euc: float | None = None
+    single_cos: float | None = None
+    single_euc: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"op_type": self.op_type, "tensor": self.tensor, "entire_cos": self.entire_cos,
+                "entire_euc": self.entire_euc, "single_cos": self.single_cos, "single_euc": self.single_euc}
+
+
+@dataclass
+class AnalysisResult:
+    rows: list[LayerError] = field(default_factory=list)
+    golden: dict[str, np.ndarray] = field(default_factory=dict)
+    simulator: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def worst(self, count: int = 5) -> list[LayerError]:
+        scored = [r for r in self.rows if r.single_cos is not None]
+        return sorted(scored, key=lambda r: r.single_cos)[:count]
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = np.asarray(a, np.float64).ravel()
+    b = np.asarray(b, np.float64).ravel()
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        return 1.0
+    if not np.isfinite(na) or not np.isfinite(nb):
+        return float("nan")
+    if na == 0 or nb == 0:
+        return 0.0
+    return float(np.clip(a @ b / (na * nb), -1.0, 1.0))
+
+
+def euclidean(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(np.asarray(a, np.float64).ravel() - np.asarray(b, np.float64).ravel()))
+
+
+def analyse(model: RKNNModel, feeds: dict[str, np.ndarray]) -> AnalysisResult:
+    """Run golden and simulator on ``feeds`` (graph inputs, raw values) and measure every layer."""
+    if model.golden is None:
+        raise ValueError("the model has no golden float graph")
+    golden_graph = onnx.shape_inference.infer_shapes(model.golden)
+    golden = _run_all(golden_graph, feeds)
+    executable = lower(model)
+    simulated = _run_all(executable, feeds)
+    result = AnalysisResult(golden=golden)
+    for name in list(feeds):
+        result.rows.append(_row("Input", name, golden.get(name), _sim_value(simulated, name)))
+    for node in golden_graph.graph.node:
+        for out in node.output:
+            if out and out in golden and _is_float(golden[out]):
+                sim_value = _sim_value(simulated, out)
+                if sim_value is not None:
+                    result.simulator[out] = sim_value
+                result.rows.append(_row(node.op_type, out, golden[out], sim_value))
+    _single_layer_errors(model, golden_graph, golden, result)
+    return result
+
+
+def _row(op_type: str, name: str, gold: np.ndarray | None, sim: np.ndarray | None) -> LayerError:
+    row = LayerError(op_type=op_type, tensor=name)
+    if gold is not None and sim is not None and gold.shape == sim.shape:
+        row.entire_cos, row.entire_euc = cosine(gold, sim), euclidean(gold, sim)
+        if op_type == "Input":
+            row.single_cos, row.single_euc = row.entire_cos, row.entire_euc
+    return row
+
+
+def _is_float(array: np.ndarray) -> bool:
+    return isinstance(array, np.ndarray) and array.dtype.kind == "f"
+
+
+def _sim_value(values: dict[str, np.ndarray], name: str) -> np.ndarray | None:
+    """The simulator's value of a structural tensor (the rounded/dequantized copy when there is one)."""
+    for candidate in (f"{name}__fp16", f"{name}__dq", name):
+        if candidate in values:
+            return values[candidate]
+    return None
+
+
+def _run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Every tensor of the top-level graph, by name (inputs included)."""
+    graph = onnx.ModelProto()
+    graph.CopyFrom(model)
+    known = {o.name for o in graph.graph.output}
+    produced = [o for node in graph.graph.node for o in node.output if o and o not in known]
+    for name in produced:
+        graph.graph.output.append(helper.make_empty_tensor_value_info(name))
+    session = make_session(graph)
+    names = [o.name for o in session.get_outputs()]
+    wanted = {i.name for i in session.get_inputs()}
+    values = session.run(None, {k: v for k, v in feeds.items() if k in wanted})
+    out = dict(zip(names, values))
+    out.update(feeds)
+    return out
+
+
+def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden: dict[str, np.ndarray],
+                         result: AnalysisResult) -> None:
+    rows = {r.tensor: r for r in result.rows}
+    types = {v.name: v for v in list(golden_graph.graph.value_info) + list(golden_graph.graph.input)
+             + list(golden_graph.graph.output)}
+    inits = {i.name: i for i in golden_graph.graph.initializer}
+    for node in golden_graph.graph.node:
+        outs = [o for o in node.output if o in rows and o in golden and _is_float(golden[o])]
+        if not outs or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            continue
+        try:
+            values = _run_single(model, golden_graph, node, types, inits, golden)
+        except Exception as e:  # a layer that cannot run alone keeps a blank 'single' cell
+            log.debug(f"accuracy_analysis: layer '{node.name}' not run alone: {e}")
+            continue
+        for out in outs:
+            sim = values.get(out)
+            if sim is not None and sim.shape == golden[out].shape:
+                rows[out].single_cos, rows[out].single_euc = cosine(golden[out], sim), euclidean(golden[out], sim)
+
+
+def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, node: onnx.NodeProto, types, inits,
+                golden: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Lower and run one layer alone, its inputs being golden values."""
+    from openrknn.graph.rknn_model import RKNNModel as Record
+
+    feed_names = [i for i in dict.fromkeys(node.input) if i and i not in inits]
+    graph = helper.make_graph(
+        [node], f"single_{node.name}",
+        [types[i] if i in types else helper.make_tensor_value_info(i, onnx.TensorProto.FLOAT, None) for i in feed_names],
+        [types[o] if o in types else helper.make_empty_tensor_value_info(o) for o in node.output if o],
+        [inits[i] for i in dict.fromkeys(node.input) if i in inits])
+    single = helper.make_model(graph, opset_imports=golden_graph.opset_import, ir_version=golden_graph.ir_version)
+    single = onnx.shape_inference.infer_shapes(single)
+    record = Record(graph=single, inputs=[], outputs=[], float_dtype=model.float_dtype,
+                    quantized_dtype=model.quantized_dtype, tensor_dtypes=model.tensor_dtypes,
+                    quant_params=model.quant_params, metadata=model.metadata)
+    session: ort.InferenceSession = make_session(lower(record))
+    outputs = session.run(None, {i: golden[i] for i in feed_names})
+    return dict(zip([o.name for o in session.get_outputs()], outputs))
