@@ -33,6 +33,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     batch = _batch(rknn_batch_size)
     chip = chips.get_chip(cfg.platform)
     graph = _optimize(apply_custom_ops(source.model, custom_ops), cfg.optimization_level)
+    graph = _apply_model_options(graph, cfg)
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
     graph = apply_custom_ops(_infer_shapes(graph), custom_ops)
     _check_supported(graph, custom_ops)
@@ -59,6 +60,25 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
+
+
+def _apply_model_options(graph: onnx.ModelProto, cfg: ModelConfig) -> onnx.ModelProto:
+    """config options that rewrite the graph: model_pruning, remove_reshape."""
+    if cfg.model_pruning:
+        from openrknn.graph.pruning import prune_zero_channels
+        graph, report = prune_zero_channels(graph)
+        if report.removed_channels:   # documented: nothing is printed when nothing could be pruned
+            weight_mb = (report.weight_bytes_after - report.weight_bytes_before) / 2**20
+            weight_pct = 100 * weight_mb * 2**20 / max(1, report.weight_bytes_before)
+            gflops = (report.flops_after - report.flops_before) / 1e9
+            flops_pct = 100 * (report.flops_after - report.flops_before) / max(1.0, report.flops_before)
+            log.info("model_pruning results:")
+            log.info(f"    Weight: {weight_mb:.5f} MB ({weight_pct:.1f}%)")
+            log.info(f"    GFLOPs: {gflops:.5f} ({flops_pct:.1f}%)")
+    if cfg.remove_reshape:
+        from openrknn.graph.io_reshape import remove_boundary_reshapes
+        graph = remove_boundary_reshapes(graph)
+    return graph
 
 
 def _batch(rknn_batch_size: Any) -> int:

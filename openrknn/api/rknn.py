@@ -123,7 +123,8 @@ class RKNN:
                   input_initial_val: Sequence[Any] | None = None, outputs: Sequence[str] | None = None) -> int:
         """Load an ONNX model (documented arguments: inputs/outputs cut the graph)."""
         from openrknn.frontends.onnx_file import load_onnx
-        return self._set_source(load_onnx(model, inputs, input_size_list, input_initial_val, outputs))
+        return self._set_source(load_onnx(model, inputs, input_size_list, input_initial_val, outputs,
+                                          custom_ops=self._custom_ops))
 
     @api_call
     def load_tflite(self, model: str, input_is_nchw: bool = False) -> int:

@@ -11,11 +11,13 @@ from onnx import numpy_helper
 from openrknn import log
 from openrknn.errors import ModelLoadError
 from openrknn.frontends import SourceModel
+from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
 
 
 def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: Sequence[Sequence[int]] | None = None,
-              input_initial_val: Sequence[Any] | None = None, outputs: Sequence[str] | None = None) -> SourceModel:
+              input_initial_val: Sequence[Any] | None = None, outputs: Sequence[str] | None = None,
+              custom_ops: CustomOpRegistry | None = None) -> SourceModel:
     """Load an ``.onnx`` file as documented for ``RKNN.load_onnx``.
 
     Args:
@@ -24,8 +26,9 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
         input_size_list: one full shape per input (fixes dynamic dimensions).
         input_initial_val: one array (or None) per input; an input with a value becomes a constant.
         outputs: names of tensors to use as model outputs (cuts the graph below them).
+        custom_ops: registered custom ops (their nodes are accepted).
     """
-    proto = _read(model)
+    proto = _read(model, custom_ops)
     graph_inputs = _graph_input_names(proto)
     current_outputs = [o.name for o in proto.graph.output]
     wants_cut = ((inputs is not None and list(inputs) != graph_inputs)
@@ -49,7 +52,7 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
     return SourceModel(model=proto, framework="onnx", input_layouts=layouts, input_values=values)
 
 
-def _read(path: str) -> onnx.ModelProto:
+def _read(path: str, custom_ops: CustomOpRegistry | None = None) -> onnx.ModelProto:
     if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
         raise ModelLoadError(f"model file '{path}' does not exist")
     try:
@@ -59,6 +62,8 @@ def _read(path: str) -> onnx.ModelProto:
                              "check the file is complete and was exported as .onnx") from e
     if not proto.graph.node:
         raise ModelLoadError(f"'{path}' holds no graph nodes; is it really an ONNX model?")
+    if custom_ops is not None and any(n.op_type in custom_ops for n in proto.graph.node):
+        return proto   # the checker cannot know registered custom ops
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as e:

@@ -1,0 +1,64 @@
+"""config options that rewrite the graph: model_pruning (checked lossless) and remove_reshape."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from rknn.api import RKNN
+
+
+def _net(path, zero_channels=(1, 4)):
+    rng = np.random.default_rng(0)
+    w1 = rng.normal(0, 0.5, (6, 3, 3, 3)).astype(np.float32)
+    b1 = rng.normal(0, 0.1, 6).astype(np.float32)
+    for k in zero_channels:
+        w1[k] = 0
+        b1[k] = 0
+    w2 = rng.normal(0, 0.5, (4, 6, 1, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"),
+                                                         (np.array([1, -1], np.int64), "shape"))]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1] * 4),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
+             helper.make_node("Reshape", ["c2", "shape"], ["y"], name="out_reshape")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 256])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def _run(path, **cfg):
+    rknn = RKNN()
+    rknn.config(float_dtype="float32", **cfg)
+    rknn.load_onnx(model=str(path))
+    assert rknn.build(do_quantization=False) == 0
+    rknn.init_runtime()
+    x = np.random.default_rng(2).normal(size=(1, 8, 8, 3)).astype(np.float32)
+    return rknn, rknn.inference(inputs=[x])[0]
+
+
+def test_model_pruning_is_lossless_and_reported(tmp_path, capsys):
+    _net(tmp_path / "m.onnx")
+    _, plain = _run(tmp_path / "m.onnx")
+    capsys.readouterr()
+    rknn, pruned = _run(tmp_path / "m.onnx", model_pruning=True)
+    out = capsys.readouterr().out
+    assert "I model_pruning results:" in out and "Weight: -" in out and "GFLOPs: -" in out
+    np.testing.assert_allclose(pruned, plain, rtol=1e-6, atol=1e-6)
+    weights = {i.name: i.dims for i in rknn._model.graph.graph.initializer}
+    assert list(weights["w1"]) == [4, 3, 3, 3] and list(weights["w2"]) == [4, 4, 1, 1]
+
+
+def test_model_pruning_prints_nothing_when_nothing_to_prune(tmp_path, capsys):
+    _net(tmp_path / "m.onnx", zero_channels=())
+    _run(tmp_path / "m.onnx", model_pruning=True)
+    assert "model_pruning" not in capsys.readouterr().out
+
+
+def test_remove_reshape_returns_the_unreshaped_output(tmp_path):
+    _net(tmp_path / "m.onnx")
+    _, plain = _run(tmp_path / "m.onnx")
+    rknn, raw = _run(tmp_path / "m.onnx", remove_reshape=True)
+    assert plain.shape == (1, 256) and raw.shape == (1, 4, 8, 8)
+    np.testing.assert_allclose(raw.reshape(1, -1), plain, rtol=1e-6)
+    assert rknn._model.outputs[0].shape == [1, 4, 8, 8]
