@@ -16,6 +16,7 @@ from openrknn.config import ModelConfig
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
 from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
+from openrknn.graph import dynamic_shapes
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
 
@@ -32,7 +33,12 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         raise ConfigError("build: do_quantization=True needs a dataset (a .txt file listing calibration inputs)")
     batch = _batch(rknn_batch_size)
     chip = chips.get_chip(cfg.platform)
-    graph = _optimize(apply_custom_ops(source.model, custom_ops), cfg.optimization_level)
+    source_graph = apply_custom_ops(source.model, custom_ops)
+    input_names = [v.name for v in source_graph.graph.input
+                   if v.name not in {i.name for i in source_graph.graph.initializer}]
+    if cfg.dynamic_input:
+        source_graph = dynamic_shapes.make_dynamic(source_graph, input_names, cfg.dynamic_input)
+    graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
     graph = apply_custom_ops(_infer_shapes(graph), custom_ops)
@@ -52,6 +58,8 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
                   "custom_ops": sorted({n.op_type for n in graph.graph.node if n.domain == CUSTOM_DOMAIN})},
         golden=graph,
     )
+    if cfg.dynamic_input:
+        _finish_dynamic(model, input_names, cfg.dynamic_input)
     if cfg.float_dtype == "float32":
         log.warning("build: float_dtype='float32' is the simulator's reference path; the NPU itself has no fp32")
     if not chip.float_on_npu and not do_quantization:
@@ -60,6 +68,19 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
+
+
+def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[list[int]]]) -> None:
+    """Check every shape set runs; specs and metadata describe the MaxShape set."""
+    from openrknn.sim.session import make_session
+    dynamic_shapes.check_runs(model.graph, input_names, sets, make_session)
+    best = dynamic_shapes.max_shape_index(sets)
+    for spec, shape in zip(model.inputs, sets[best]):
+        spec.shape = [int(d) * (model.rknn_batch_size if i == 0 else 1) for i, d in enumerate(shape)]
+    static = dynamic_shapes.fix_shapes(model.graph, dict(zip(input_names, sets[best])))
+    model.outputs = _specs(static.graph.output, static, {}, model.rknn_batch_size)
+    model.metadata["dynamic_input"] = sets
+    model.metadata["dynamic_input_max_index"] = best
 
 
 def _apply_model_options(graph: onnx.ModelProto, cfg: ModelConfig) -> onnx.ModelProto:

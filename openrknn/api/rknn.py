@@ -124,7 +124,8 @@ class RKNN:
         """Load an ONNX model (documented arguments: inputs/outputs cut the graph)."""
         from openrknn.frontends.onnx_file import load_onnx
         return self._set_source(load_onnx(model, inputs, input_size_list, input_initial_val, outputs,
-                                          custom_ops=self._custom_ops))
+                                          custom_ops=self._custom_ops,
+                                          allow_dynamic=bool(self._cfg().dynamic_input)))
 
     @api_call
     def load_tflite(self, model: str, input_is_nchw: bool = False) -> int:

@@ -17,7 +17,7 @@ from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
 
 def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: Sequence[Sequence[int]] | None = None,
               input_initial_val: Sequence[Any] | None = None, outputs: Sequence[str] | None = None,
-              custom_ops: CustomOpRegistry | None = None) -> SourceModel:
+              custom_ops: CustomOpRegistry | None = None, allow_dynamic: bool = False) -> SourceModel:
     """Load an ``.onnx`` file as documented for ``RKNN.load_onnx``.
 
     Args:
@@ -27,6 +27,7 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
         input_initial_val: one array (or None) per input; an input with a value becomes a constant.
         outputs: names of tensors to use as model outputs (cuts the graph below them).
         custom_ops: registered custom ops (their nodes are accepted).
+        allow_dynamic: keep dynamic dimensions (config ``dynamic_input`` fixes them at build).
     """
     proto = _read(model, custom_ops)
     graph_inputs = _graph_input_names(proto)
@@ -40,7 +41,8 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
     if input_size_list is not None:
         _set_input_shapes(proto, graph_inputs, input_size_list)
     values = _bake_initial_values(proto, graph_inputs, input_initial_val)
-    _fix_dynamic_dims(proto)
+    if not allow_dynamic:
+        _fix_dynamic_dims(proto)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
     except Exception as e:  # onnx raises several exception types here

@@ -87,7 +87,7 @@ class Simulator:
         pass_through = list(inputs_pass_through or [0] * len(specs))
         if len(pass_through) != len(specs):
             raise InferenceInputError(f"inputs_pass_through has {len(pass_through)} flag(s) for {len(specs)} input(s)")
-        feeds = [self._prepare(i, spec, value, formats[i]) for i, (spec, value) in enumerate(zip(specs, inputs))]
+        feeds = self._prepare_all(specs, inputs, formats)
         session = self._session_for(pass_through)
         batch = max(1, self.model.rknn_batch_size)
         names = [self._feed_name(spec, bool(pass_through[i])) for i, spec in enumerate(specs)]
@@ -98,14 +98,29 @@ class Simulator:
             outputs = [np.concatenate([fr[k] for fr in frames], axis=0) for k in range(len(frames[0]))]
         return [np.asarray(o, dtype=np.float32) for o in outputs]
 
-    def _prepare(self, index: int, spec: TensorSpec, value: Any, data_format: str) -> np.ndarray:
+    def _prepare_all(self, specs: list[TensorSpec], inputs: Sequence[Any], formats: list[str]) -> list[np.ndarray]:
+        sets = self.model.metadata.get("dynamic_input")
+        if not sets:
+            return [self._prepare(i, s, v, formats[i], tuple(s.shape)) for i, (s, v) in enumerate(zip(specs, inputs))]
+        batch = max(1, self.model.rknn_batch_size)
+        for shape_set in sets:   # shape sets pair up by index across inputs (seed 002 §5.4)
+            try:
+                return [self._prepare(i, s, v, formats[i], tuple([shape[0] * batch] + list(shape[1:])))
+                        for i, (s, v, shape) in enumerate(zip(specs, inputs, shape_set))]
+            except InferenceInputError:
+                continue
+        given = [tuple(np.asarray(v).shape) for v in inputs]
+        raise InferenceInputError(f"input shapes {given} match none of the dynamic_input shape sets {sets} "
+                                  f"({', '.join(f.upper() for f in formats)} layout)")
+
+    def _prepare(self, index: int, spec: TensorSpec, value: Any, data_format: str,
+                 expected: tuple[int, ...]) -> np.ndarray:
         try:
             array = np.asarray(value)
         except Exception as e:
             raise InferenceInputError(f"input {index} ('{spec.name}') is not an array: {e}") from e
         if array.dtype == object or array.dtype.kind in "USV":
             raise InferenceInputError(f"input {index} ('{spec.name}') has dtype {array.dtype}; give a numeric ndarray")
-        expected = tuple(spec.shape)
         if array.ndim == len(expected) - 1 and len(expected) == 4 and expected[0] == 1:
             array = array[np.newaxis]          # an HxWxC image without its batch axis
         if array.ndim == 4 and len(expected) == 4:

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rknn.api import RKNN
 
 
-def _net(path, zero_channels=(1, 4)):
+def _net(path, zero_channels=(1, 4), out_shape=(1, -1)):
     rng = np.random.default_rng(0)
     w1 = rng.normal(0, 0.5, (6, 3, 3, 3)).astype(np.float32)
     b1 = rng.normal(0, 0.1, 6).astype(np.float32)
@@ -17,7 +17,7 @@ def _net(path, zero_channels=(1, 4)):
         b1[k] = 0
     w2 = rng.normal(0, 0.5, (4, 6, 1, 1)).astype(np.float32)
     inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"),
-                                                         (np.array([1, -1], np.int64), "shape"))]
+                                                         (np.array(out_shape, np.int64), "shape"))]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1] * 4),
              helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
              helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
@@ -62,3 +62,42 @@ def test_remove_reshape_returns_the_unreshaped_output(tmp_path):
     assert plain.shape == (1, 256) and raw.shape == (1, 4, 8, 8)
     np.testing.assert_allclose(raw.reshape(1, -1), plain, rtol=1e-6)
     assert rknn._model.outputs[0].shape == [1, 4, 8, 8]
+
+
+def _dynamic_net(path):
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(size=(4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * 4),
+             helper.make_node("GlobalAveragePool", ["c"], ["p"], name="pool"),
+             helper.make_node("Flatten", ["p"], ["y"], name="flat")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def test_dynamic_input_picks_the_shape_set(tmp_path, capsys):
+    _dynamic_net(tmp_path / "d.onnx")
+    sets = [[[1, 3, 16, 16]], [[1, 3, 32, 24]], [[1, 3, 8, 8]]]
+    rknn = RKNN()
+    assert rknn.config(dynamic_input=sets, float_dtype="float32") == 0
+    assert "MaxShape" in capsys.readouterr().out
+    assert rknn.load_onnx(model=str(tmp_path / "d.onnx")) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn._model.inputs[0].shape == [1, 3, 32, 24]      # MaxShape set
+    rknn.export_rknn(str(tmp_path / "d.rknn"))
+    again = RKNN()
+    again.load_rknn(str(tmp_path / "d.rknn"))
+    again.init_runtime()
+    for shape in ((16, 16), (32, 24), (8, 8)):
+        x = np.random.default_rng(1).normal(size=(1, *shape, 3)).astype(np.float32)
+        assert again.inference(inputs=[x])[0].shape == (1, 4)
+    assert again.inference(inputs=[np.zeros((1, 20, 20, 3), np.float32)]) is None
+    assert "match none of the dynamic_input shape sets" in capsys.readouterr().out
+
+
+def test_dynamic_input_blocked_by_constant_shape(tmp_path, capsys):
+    _net(tmp_path / "m.onnx", out_shape=(1, 256))    # its Reshape to [1, 256] fixes the spatial size
+    rknn = RKNN()
+    rknn.config(dynamic_input=[[[1, 3, 8, 8]], [[1, 3, 4, 4]]])
+    rknn.load_onnx(model=str(tmp_path / "m.onnx"))
+    assert rknn.build(do_quantization=False) == -1
+    assert "shape set 1" in capsys.readouterr().out
