@@ -18,6 +18,7 @@ from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph import dynamic_shapes
 from openrknn.graph.preprocess import embed_preprocess
+from openrknn.graph.yuv import embed_yuv_inputs
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
 
 
@@ -41,11 +42,16 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
+    layouts = _layouts(source)
+    if cfg.inputs_yuv_fmt:
+        graph, yuv_inputs = embed_yuv_inputs(graph, cfg.inputs_yuv_fmt, layouts, input_names)
+        for name, (_, layout) in yuv_inputs.items():
+            layouts[name] = layout
     graph = apply_custom_ops(_infer_shapes(graph), custom_ops)
     _check_supported(graph, custom_ops)
     model = RKNNModel(
         graph=graph,
-        inputs=_specs(graph.graph.input, graph, source.input_layouts, batch, skip_initializers=True),
+        inputs=_specs(graph.graph.input, graph, layouts, batch, skip_initializers=True),
         outputs=_specs(graph.graph.output, graph, {}, batch),
         preprocess=preprocess,
         platforms=list(cfg.target_platform),

@@ -12,6 +12,7 @@ from typing import Any
 
 from openrknn import chips
 from openrknn.errors import ConfigError
+from openrknn.graph.yuv import SUPPORTED as YUV_FORMATS
 
 TOOLKIT2_QUANT_DTYPES = ("w8a8", "w8a16", "w16a16i", "w16a16i_dfp", "w4a16", "w4a8")
 TOOLKIT1_QUANT_DTYPES = ("asymmetric_quantized-u8", "asymmetric_quantized-8",
@@ -26,7 +27,6 @@ QUANT_DTYPE_ALIASES = {
 QUANT_ALGORITHMS = ("normal", "kl_divergence", "mmse")
 QUANT_METHOD_GROUPS = tuple(f"group{n}" for n in (32, 64, 128, 256))
 QUANT_METHODS = ("layer", "channel") + QUANT_METHOD_GROUPS
-YUV_FORMATS = ("nv12", "nv21", "yuv420sp", "yuv444", "uyvy422", "yuyv422")
 
 
 @dataclass

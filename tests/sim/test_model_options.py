@@ -101,3 +101,38 @@ def test_dynamic_input_blocked_by_constant_shape(tmp_path, capsys):
     rknn.load_onnx(model=str(tmp_path / "m.onnx"))
     assert rknn.build(do_quantization=False) == -1
     assert "shape set 1" in capsys.readouterr().out
+
+
+def _rgb_to_yuv(rgb):
+    r, g, b = [rgb[..., i].astype(np.float64) for i in range(3)]
+    y = 0.299 * r + 0.587 * g + 0.114 * b
+    u = -0.168736 * r - 0.331264 * g + 0.5 * b + 128
+    v = 0.5 * r - 0.418688 * g - 0.081312 * b + 128
+    return y, u, v
+
+
+def test_inputs_yuv_fmt_nv12_nv21_yuv444_match_rgb(tmp_path):
+    from tests.conftest import make_conv_model
+    path = make_conv_model(tmp_path / "c.onnx", size=8)
+    blocks = np.random.default_rng(5).integers(0, 256, (4, 4, 3))
+    rgb = blocks.repeat(2, axis=0).repeat(2, axis=1)           # 2x2 constant blocks: 4:2:0 is exact
+    y, u, v = _rgb_to_yuv(rgb)
+    uv = np.stack([u[::2, ::2], v[::2, ::2]], axis=-1).reshape(4, 8)
+    vu = np.stack([v[::2, ::2], u[::2, ::2]], axis=-1).reshape(4, 8)
+    frames = {"nv12": np.concatenate([y, uv])[None], "nv21": np.concatenate([y, vu])[None],
+              "yuv444": np.stack([y, u, v], axis=-1)[None]}
+    cfg = dict(mean_values=[[120, 110, 100]], std_values=[[60, 60, 60]], float_dtype="float32")
+    _, reference = _run_with(path, cfg, rgb[None].astype(np.float32))
+    for fmt, frame in frames.items():
+        rknn, out = _run_with(path, dict(cfg, inputs_yuv_fmt=[fmt]), frame.astype(np.float32))
+        np.testing.assert_allclose(out, reference, rtol=2e-3, atol=1e-4)
+    assert rknn._model.inputs[0].shape == [1, 8, 8, 3]
+
+
+def _run_with(path, cfg, x):
+    rknn = RKNN()
+    assert rknn.config(**cfg) == 0
+    rknn.load_onnx(model=str(path))
+    assert rknn.build(do_quantization=False) == 0
+    rknn.init_runtime()
+    return rknn, rknn.inference(inputs=[x])[0]
