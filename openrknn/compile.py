@@ -70,6 +70,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         log.warning("build: float_dtype='float32' is the simulator's reference path; the NPU itself has no fp32")
     if not chip.float_on_npu and not do_quantization:
         log.warning(f"build: {chip.name} has no float16 on its NPU; float layers of this model run on the CPU")
+    _record_build_options(model, cfg)
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
@@ -87,6 +88,22 @@ def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[li
     model.outputs = _specs(static.graph.output, static, {}, model.rknn_batch_size)
     model.metadata["dynamic_input"] = sets
     model.metadata["dynamic_input_max_index"] = best
+
+
+def _record_build_options(model: RKNNModel, cfg: ModelConfig) -> None:
+    """Options that change how the model is stored or run, not its graph."""
+    model.metadata["single_core_mode"] = cfg.single_core_mode
+    model.metadata["compress_weight"] = cfg.compress_weight
+    if cfg.sparse_infer:
+        from openrknn.graph.sparsity import find_sparse_layers
+        sparse = find_sparse_layers(model.graph)
+        model.metadata["sparse_layers"] = sorted(sparse)
+        if sparse:
+            log.info(f"sparse_infer: {len(sparse)} layer(s) have 2:4 sparse weights ({sum(sparse.values()) / 1024:.1f} "
+                     f"KiB saved): {sorted(sparse)[:8]}{' ...' if len(sparse) > 8 else ''}")
+        else:
+            log.warning("sparse_infer: no layer has 2:4 structured-sparse weights; the model runs dense. "
+                        "Prune the weights to 2:4 sparsity (two zeros in every four input channels) first")
 
 
 def _apply_model_options(graph: onnx.ModelProto, cfg: ModelConfig) -> onnx.ModelProto:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import zlib
 
 import numpy as np
 import onnx
@@ -39,7 +40,11 @@ def to_container(model: RKNNModel) -> Container:
         "metadata": model.metadata,
         "fp16_initializers": fp16_weights,
     }
-    return Container(header=header, sections={GRAPH_SECTION: graph.SerializeToString()})
+    blob = graph.SerializeToString()
+    if model.metadata.get("compress_weight"):
+        header["graph_compression"] = "zlib"   # config(compress_weight=True): lossless, smaller file
+        blob = zlib.compress(blob, 9)
+    return Container(header=header, sections={GRAPH_SECTION: blob})
 
 
 def from_container(container: Container, source: str) -> RKNNModel:
@@ -49,8 +54,14 @@ def from_container(container: Container, source: str) -> RKNNModel:
     if GRAPH_SECTION not in container.sections:
         raise ModelFileError(f"'{source}' has no graph section")
     graph = onnx.ModelProto()
+    blob = container.sections[GRAPH_SECTION]
+    compression = header.get("graph_compression")
+    if compression not in (None, "zlib"):
+        raise ModelFileError(f"'{source}': unknown graph compression '{compression}'; upgrade openrknn")
     try:
-        graph.ParseFromString(container.sections[GRAPH_SECTION])
+        if compression == "zlib":
+            blob = zlib.decompress(blob)
+        graph.ParseFromString(blob)
     except Exception as e:
         raise ModelFileError(f"'{source}': the graph section is not a valid ONNX graph ({e})") from e
     _restore_fp32(graph, set(header.get("fp16_initializers", [])))

@@ -136,3 +136,42 @@ def _run_with(path, cfg, x):
     assert rknn.build(do_quantization=False) == 0
     rknn.init_runtime()
     return rknn, rknn.inference(inputs=[x])[0]
+
+
+def test_compress_weight_shrinks_file_losslessly(tmp_path):
+    from tests.conftest import make_conv_model
+    path = make_conv_model(tmp_path / "c.onnx", size=8)
+    sizes, outputs = {}, {}
+    for flag in (False, True):
+        rknn = RKNN()
+        rknn.config(compress_weight=flag)
+        rknn.load_onnx(model=str(path))
+        rknn.build(do_quantization=False)
+        rknn.export_rknn(str(tmp_path / f"{flag}.rknn"))
+        sizes[flag] = (tmp_path / f"{flag}.rknn").stat().st_size
+        again = RKNN()
+        again.load_rknn(str(tmp_path / f"{flag}.rknn"))
+        again.init_runtime()
+        outputs[flag] = again.inference(inputs=[np.full((1, 8, 8, 3), 7, np.uint8)])[0]
+    assert sizes[True] < sizes[False]
+    np.testing.assert_array_equal(outputs[True], outputs[False])
+
+
+def test_sparse_infer_reports_2_4_layers(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(8, 8, 1, 1)).astype(np.float32)
+    w[:, 0::4] = 0
+    w[:, 1::4] = 0          # two zeros in every group of four input channels
+    dense = rng.normal(size=(8, 8, 1, 1)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "ws"], ["a"], name="sparse_conv"),
+             helper.make_node("Conv", ["a", "wd"], ["y"], name="dense_conv")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])],
+                              [numpy_helper.from_array(w, "ws"), numpy_helper.from_array(dense, "wd")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "s.onnx")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3576", sparse_infer=True) == 0
+    rknn.load_onnx(model=str(tmp_path / "s.onnx"))
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn._model.metadata["sparse_layers"] == ["sparse_conv"]
+    assert "2:4 sparse weights" in capsys.readouterr().out
