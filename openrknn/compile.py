@@ -94,6 +94,7 @@ def _record_build_options(model: RKNNModel, cfg: ModelConfig) -> None:
     """Options that change how the model is stored or run, not its graph."""
     model.metadata["single_core_mode"] = cfg.single_core_mode
     model.metadata["compress_weight"] = cfg.compress_weight
+    model.metadata["remove_weight"] = cfg.remove_weight
     if cfg.sparse_infer:
         from openrknn.graph.sparsity import find_sparse_layers
         sparse = find_sparse_layers(model.graph)

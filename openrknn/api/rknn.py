@@ -169,12 +169,12 @@ class RKNN:
         return self._set_source(load_mxnet(symbol, params, [list(s) for s in input_size_list]))
 
     @api_call
-    def load_rknn(self, path: str, load_model_in_npu: bool = False) -> int:
-        """Load an openrknn ``.rknn`` file."""
+    def load_rknn(self, path: str, load_model_in_npu: bool = False, master_model: str | None = None) -> int:
+        """Load an openrknn ``.rknn`` file (``master_model``: the weight owner of a remove_weight model)."""
         if load_model_in_npu:
             raise NotSupportedError("load_model_in_npu needs an RK3399Pro/RK1808 board with Rockchip's driver")
         from openrknn.model_file import load_model
-        self._model = load_model(path)
+        self._model = load_model(path, master_model)
         self._source = None
         self._runtime = None
         self._loaded_from_rknn = True

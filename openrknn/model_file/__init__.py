@@ -11,6 +11,7 @@ from onnx import numpy_helper
 from openrknn import __version__
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
+from openrknn.model_file.shared_weights import restore_weights, strip_weights
 from openrknn.model_file.container import Container, decode, encode, read_file, write_atomic
 
 FORMAT_NAME = "openrknn-model"
@@ -22,6 +23,8 @@ def to_container(model: RKNNModel) -> Container:
     graph = onnx.ModelProto()
     graph.CopyFrom(model.graph)
     fp16_weights = _store_float_weights_as_fp16(graph) if model.float_dtype == "float16" else []
+    removed = strip_weights(graph) if model.metadata.get("remove_weight") else {}
+    fp16_weights = [name for name in fp16_weights if name not in removed]
     header = {
         "format": FORMAT_NAME,
         "toolkit": "openrknn",
@@ -39,6 +42,7 @@ def to_container(model: RKNNModel) -> Container:
         "rknn_batch_size": model.rknn_batch_size,
         "metadata": model.metadata,
         "fp16_initializers": fp16_weights,
+        "removed_weights": removed,
     }
     blob = graph.SerializeToString()
     if model.metadata.get("compress_weight"):
@@ -47,7 +51,7 @@ def to_container(model: RKNNModel) -> Container:
     return Container(header=header, sections={GRAPH_SECTION: blob})
 
 
-def from_container(container: Container, source: str) -> RKNNModel:
+def from_container(container: Container, source: str, master: RKNNModel | None = None) -> RKNNModel:
     header = container.header
     if header.get("format") != FORMAT_NAME:
         raise ModelFileError(f"'{source}' is an openrknn container but not a model (format={header.get('format')!r})")
@@ -65,6 +69,12 @@ def from_container(container: Container, source: str) -> RKNNModel:
     except Exception as e:
         raise ModelFileError(f"'{source}': the graph section is not a valid ONNX graph ({e})") from e
     _restore_fp32(graph, set(header.get("fp16_initializers", [])))
+    removed = header.get("removed_weights") or {}
+    if removed:
+        if master is None:
+            raise ModelFileError(f"'{source}' was built with remove_weight=True: its weights live in a master model; "
+                                 "load it with load_rknn(path, master_model='master.rknn')")
+        restore_weights(graph, removed, master.graph, source)
     return RKNNModel(
         graph=graph,
         inputs=[TensorSpec.from_dict(d) for d in header["inputs"]],
@@ -89,9 +99,10 @@ def save_model(model: RKNNModel, path: str) -> int:
     return len(data)
 
 
-def load_model(path: str) -> RKNNModel:
-    """Read and verify an openrknn ``.rknn`` file."""
-    return from_container(read_file(path), path)
+def load_model(path: str, master_path: str | None = None) -> RKNNModel:
+    """Read and verify an openrknn ``.rknn`` file (a weight-sharing slave needs its master's path)."""
+    master = load_model(master_path) if master_path else None
+    return from_container(read_file(path), path, master)
 
 
 def load_model_bytes(data: bytes, source: str = "<bytes>") -> RKNNModel:

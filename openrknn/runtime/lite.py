@@ -44,10 +44,13 @@ class RKNNLite:
         return 0
 
     @api_call
-    def load_rknn(self, path: str) -> int:
-        """Load an openrknn ``.rknn`` file; 0 on success, -1 on failure."""
+    def load_rknn(self, path: str, master_model: str | None = None) -> int:
+        """Load an openrknn ``.rknn`` file; 0 on success, -1 on failure.
+
+        ``master_model``: for a model built with ``remove_weight=True``, the .rknn holding its weights.
+        """
         from openrknn.model_file import load_model
-        self._model = load_model(path)
+        self._model = load_model(path, master_model)
         self._runtime = None
         return 0
 

@@ -175,3 +175,33 @@ def test_sparse_infer_reports_2_4_layers(tmp_path, capsys):
     assert rknn.build(do_quantization=False) == 0
     assert rknn._model.metadata["sparse_layers"] == ["sparse_conv"]
     assert "2:4 sparse weights" in capsys.readouterr().out
+
+
+def test_remove_weight_slave_needs_its_master(tmp_path, capsys):
+    from rknnlite.api import RKNNLite
+    from tests.conftest import make_conv_model
+    path = make_conv_model(tmp_path / "c.onnx", size=8)
+    for name, flag in (("master", False), ("slave", True)):
+        rknn = RKNN()
+        rknn.config(remove_weight=flag)
+        rknn.load_onnx(model=str(path))
+        rknn.build(do_quantization=False)
+        rknn.export_rknn(str(tmp_path / f"{name}.rknn"))
+    assert (tmp_path / "slave.rknn").stat().st_size < (tmp_path / "master.rknn").stat().st_size
+    lite = RKNNLite()
+    assert lite.load_rknn(str(tmp_path / "slave.rknn")) == -1
+    assert "master_model" in capsys.readouterr().out
+    assert lite.load_rknn(str(tmp_path / "slave.rknn"), master_model=str(tmp_path / "master.rknn")) == 0
+    lite.init_runtime()
+    master = RKNNLite()
+    master.load_rknn(str(tmp_path / "master.rknn"))
+    master.init_runtime()
+    x = np.full((1, 8, 8, 3), 9, np.uint8)
+    np.testing.assert_array_equal(lite.inference(inputs=[x])[0], master.inference(inputs=[x])[0])
+    other = make_conv_model(tmp_path / "other.onnx", size=8, seed=3)
+    rknn = RKNN()
+    rknn.load_onnx(model=str(other))
+    rknn.build(do_quantization=False)
+    rknn.export_rknn(str(tmp_path / "other.rknn"))
+    assert lite.load_rknn(str(tmp_path / "slave.rknn"), master_model=str(tmp_path / "other.rknn")) == -1
+    assert "does not match the master model" in capsys.readouterr().out
