@@ -70,6 +70,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         log.warning("build: float_dtype='float32' is the simulator's reference path; the NPU itself has no fp32")
     if not chip.float_on_npu and not do_quantization:
         log.warning(f"build: {chip.name} has no float16 on its NPU; float layers of this model run on the CPU")
+    _check_op_target(graph, cfg.op_target)
     _record_build_options(model, cfg)
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
@@ -88,6 +89,18 @@ def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[li
     model.outputs = _specs(static.graph.output, static, {}, model.rknn_batch_size)
     model.metadata["dynamic_input"] = sets
     model.metadata["dynamic_input_max_index"] = best
+
+
+def _check_op_target(graph: onnx.ModelProto, op_target: dict[str, str] | None) -> None:
+    if not op_target:
+        return
+    import difflib
+    names = [n.name for n in graph.graph.node]
+    for name in op_target:
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=3)
+            raise ConfigError(f"op_target names layer '{name}', which is not in the built model"
+                              + (f" (did you mean {close}?)" if close else ""))
 
 
 def _record_build_options(model: RKNNModel, cfg: ModelConfig) -> None:

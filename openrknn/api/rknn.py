@@ -233,6 +233,9 @@ class RKNN:
                             "instead: inference runs on the PC, eval_perf/eval_memory give estimates")
         if core_mask not in (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF):
             raise RuntimeStateError(f"core_mask {core_mask:#x} is not one of the RKNN.NPU_CORE_* values")
+        if model.metadata.get("single_core_mode") and core_mask not in (0x0, 0x1, 0x2, 0x4):
+            log.warning("init_runtime: the model was built with single_core_mode=True; it runs on one core")
+            core_mask = self.NPU_CORE_AUTO
         if async_mode:
             log.warning("init_runtime: async_mode has no effect on the simulator (results are never delayed)")
         if fallback_prior_device not in ("cpu", "gpu"):

@@ -205,3 +205,18 @@ def test_remove_weight_slave_needs_its_master(tmp_path, capsys):
     rknn.export_rknn(str(tmp_path / "other.rknn"))
     assert lite.load_rknn(str(tmp_path / "slave.rknn"), master_model=str(tmp_path / "other.rknn")) == -1
     assert "does not match the master model" in capsys.readouterr().out
+
+
+def test_op_target_runs_layer_in_fp32_and_checks_names(tmp_path, capsys):
+    from tests.conftest import make_conv_model
+    path = make_conv_model(tmp_path / "c.onnx", size=8)
+    rknn = RKNN()
+    rknn.config(op_target={"no_such_layer": "cpu"})
+    rknn.load_onnx(model=str(path))
+    assert rknn.build(do_quantization=False) == -1
+    assert "op_target" in capsys.readouterr().out
+    rknn = RKNN()
+    rknn.config(op_target={"fc": "cpu"})
+    rknn.load_onnx(model=str(path))
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn._model.metadata["op_target"] == {"fc": "cpu"}
