@@ -14,6 +14,7 @@ import numpy as np
 
 from openrknn import chips, log
 from openrknn.api import devices
+from openrknn.api.common import RuntimeInfo, sdk_version_text
 from openrknn.config import ModelConfig, parse_config
 from openrknn.errors import NotSupportedError, RKNNError, RuntimeStateError
 from openrknn.frontends import SourceModel
@@ -42,10 +43,10 @@ def api_call(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory", "get_sdk_version", "list_support_target_platform"}
+_RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory"}
 
 
-class RKNN:
+class RKNN(RuntimeInfo):
     """RKNN-Toolkit compatible model converter, quantizer and simulator.
 
     Example:
@@ -54,14 +55,6 @@ class RKNN:
         0
         >>> # rknn.load_onnx('model.onnx'); rknn.build(do_quantization=False); rknn.export_rknn('m.rknn')
     """
-
-    NPU_CORE_AUTO = 0x0
-    NPU_CORE_0 = 0x1
-    NPU_CORE_1 = 0x2
-    NPU_CORE_2 = 0x4
-    NPU_CORE_0_1 = 0x3
-    NPU_CORE_0_1_2 = 0x7
-    NPU_CORE_ALL = 0xFFFF
 
     def __init__(self, verbose: bool | str = False, verbose_file: str | None = None) -> None:
         if isinstance(verbose, str):
@@ -218,7 +211,7 @@ class RKNN:
     # ---------------------------------------------------------------- runtime
     @api_call
     def init_runtime(self, target: str | None = None, device_id: str | None = None, perf_debug: bool = False,
-                     eval_mem: bool = False, async_mode: bool = False, core_mask: int = NPU_CORE_AUTO,
+                     eval_mem: bool = False, async_mode: bool = False, core_mask: int = RuntimeInfo.NPU_CORE_AUTO,
                      fallback_prior_device: str = "cpu") -> int:
         """Start the runtime. ``target=None`` is the simulator; a platform name without a connected
         board also runs the simulator of that platform (with a warning)."""
@@ -231,7 +224,7 @@ class RKNN:
             if devices.find_device(device_id) is None:
                 log.warning(f"init_runtime: no {chip.name} board connected (adb); using the {chip.name} simulator "
                             "instead: inference runs on the PC, eval_perf/eval_memory give estimates")
-        if core_mask not in (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF):
+        if core_mask not in self.VALID_CORE_MASKS:
             raise RuntimeStateError(f"core_mask {core_mask:#x} is not one of the RKNN.NPU_CORE_* values")
         if model.metadata.get("single_core_mode") and core_mask not in (0x0, 0x1, 0x2, 0x4):
             log.warning("init_runtime: the model was built with single_core_mode=True; it runs on one core")
@@ -307,26 +300,9 @@ class RKNN:
     # ---------------------------------------------------------------- info
     def get_sdk_version(self) -> str:
         """The version string in the documented banner format."""
-        from openrknn import __version__
-        text = ("==============================================\n"
-                "RKNN VERSION:\n"
-                f"  API: openrknn {__version__} (simulator)\n"
-                "  DRV: simulator (no board driver)\n"
-                "==============================================")
+        text = sdk_version_text()
         print(text)
         return text
-
-    @api_call
-    def list_support_target_platform(self, rknn_model: str | None = None) -> dict[str, Any]:
-        """Print and return the platforms (of a model, or all by NPU category)."""
-        from openrknn.api.platforms import describe_platforms
-        text, result = describe_platforms(rknn_model)
-        print(text)
-        return result
-
-    def list_devices(self) -> tuple[list[str], list[str]]:
-        """Boards reachable over adb (none when adb is absent); never raises."""
-        return devices.list_devices()
 
     # ---------------------------------------------------------------- custom ops / later features
     @api_call
@@ -381,10 +357,6 @@ class RKNN:
         onnx.checker.check_model(path)
         log.info(f"optimize_onnx: {path}")
         return 0
-
-    def get_custom_string(self) -> str | None:
-        """The model's custom_string (what rknn_query(RKNN_QUERY_CUSTOM_STRING) returns on a board)."""
-        return None if self._model is None else self._model.custom_string
 
     def release(self) -> None:
         """Free the model and the runtime."""

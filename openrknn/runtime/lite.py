@@ -10,23 +10,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from openrknn import log
-from openrknn.api import devices
+from openrknn.api.common import RuntimeInfo, sdk_version_text
 from openrknn.api.rknn import api_call
 from openrknn.errors import RuntimeStateError
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 
 
-class RKNNLite:
+class RKNNLite(RuntimeInfo):
     """Load an ``.rknn`` file and run it (simulator-backed)."""
-
-    NPU_CORE_AUTO = 0x0
-    NPU_CORE_0 = 0x1
-    NPU_CORE_1 = 0x2
-    NPU_CORE_2 = 0x4
-    NPU_CORE_0_1 = 0x3
-    NPU_CORE_0_1_2 = 0x7
-    NPU_CORE_ALL = 0xFFFF
 
     def __init__(self, verbose: bool = False, verbose_file: str | None = None) -> None:
         log.configure(bool(verbose), verbose_file)
@@ -35,7 +27,7 @@ class RKNNLite:
         self._custom_ops = CustomOpRegistry()
 
     def _failure(self, name: str) -> Any:
-        return None if name in ("inference", "get_sdk_version", "list_support_target_platform") else -1
+        return None if name == "inference" else -1
 
     @api_call
     def reg_custom_op(self, custom_op: Any) -> int:
@@ -56,12 +48,12 @@ class RKNNLite:
 
     @api_call
     def init_runtime(self, target: str | None = None, device_id: str | None = None, async_mode: bool = False,
-                     core_mask: int = NPU_CORE_AUTO) -> int:
+                     core_mask: int = RuntimeInfo.NPU_CORE_AUTO) -> int:
         """Start the runtime (the simulator: no NPU driver is used)."""
         from openrknn.sim.session import Simulator
         if self._model is None:
             raise RuntimeStateError("call load_rknn() before init_runtime()")
-        if core_mask not in (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF):
+        if core_mask not in self.VALID_CORE_MASKS:
             raise RuntimeStateError(f"core_mask {core_mask:#x} is not one of the NPU_CORE_* values")
         self._runtime = Simulator(self._model, self._custom_ops)
         log.info("init_runtime: running on the openrknn simulator")
@@ -78,28 +70,13 @@ class RKNNLite:
         return outputs + [0] if get_frame_id else outputs
 
     def get_sdk_version(self) -> str | None:
+        """The version banner; needs load_rknn and init_runtime first (None otherwise)."""
         if self._runtime is None:
             log.error("get_sdk_version: call load_rknn() and init_runtime() first")
             return None
-        from openrknn import __version__
-        text = ("==============================================\nRKNN VERSION:\n"
-                f"  API: openrknn {__version__} (simulator)\n  DRV: simulator (no board driver)\n"
-                "==============================================")
+        text = sdk_version_text()
         print(text)
         return text
-
-    @api_call
-    def list_support_target_platform(self, rknn_model: str | None = None) -> dict[str, Any]:
-        from openrknn.api.platforms import describe_platforms
-        text, result = describe_platforms(rknn_model)
-        print(text)
-        return result
-
-    def list_devices(self) -> tuple[list[str], list[str]]:
-        return devices.list_devices()
-
-    def get_custom_string(self) -> str | None:
-        return None if self._model is None else self._model.custom_string
 
     def release(self) -> None:
         self._runtime = None

@@ -1,0 +1,56 @@
+"""What RKNN and RKNNLite share: core-mask constants and the information calls."""
+from __future__ import annotations
+
+from typing import Any
+
+from openrknn import __version__
+from openrknn.api import devices
+
+
+def sdk_version_text() -> str:
+    """The documented ``get_sdk_version`` banner, for the simulator runtime."""
+    return ("==============================================\n"
+            "RKNN VERSION:\n"
+            f"  API: openrknn {__version__} (simulator)\n"
+            "  DRV: simulator (no board driver)\n"
+            "==============================================")
+
+
+class NPUCoreMask:
+    """``core_mask`` values of init_runtime (seed 002 §5.3.1)."""
+
+    NPU_CORE_AUTO = 0x0
+    NPU_CORE_0 = 0x1
+    NPU_CORE_1 = 0x2
+    NPU_CORE_2 = 0x4
+    NPU_CORE_0_1 = 0x3
+    NPU_CORE_0_1_2 = 0x7
+    NPU_CORE_ALL = 0xFFFF
+    VALID_CORE_MASKS = (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF)
+
+
+class RuntimeInfo(NPUCoreMask):
+    """Information calls of both APIs; subclasses keep the loaded model in ``self._model``."""
+
+    _model: Any
+
+    def list_support_target_platform(self, rknn_model: str | None = None) -> dict[str, Any] | None:
+        """Print and return the platforms of a model file, or all platforms by NPU category."""
+        from openrknn import log
+        from openrknn.api.platforms import describe_platforms
+        from openrknn.errors import RKNNError
+        try:
+            text, result = describe_platforms(rknn_model)
+        except RKNNError as e:
+            log.error(f"list_support_target_platform: {e}")
+            return None
+        print(text)
+        return result
+
+    def list_devices(self) -> tuple[list[str], list[str]]:
+        """Boards reachable over adb (none when adb is absent); never raises."""
+        return devices.list_devices()
+
+    def get_custom_string(self) -> str | None:
+        """The model's custom_string (what rknn_query(RKNN_QUERY_CUSTOM_STRING) returns on a board)."""
+        return None if self._model is None else self._model.custom_string
