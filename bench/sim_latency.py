@@ -24,14 +24,16 @@ from openrknn.cli.demo_model import build_demo_model, demo_image  # noqa: E402
 from rknn.api import RKNN  # noqa: E402
 
 
-def _median_ms(fn, repeat: int) -> float:
-    fn()
-    times = []
+def _paired_median_ms(first, second, repeat: int) -> tuple[float, float]:
+    """Median latency of two callables measured alternately, so machine load hits both alike."""
+    first(), second()
+    a, b = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1000 * float(np.median(times))
+        for fn, times in ((first, a), (second, b)):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return 1000 * float(np.median(a)), 1000 * float(np.median(b))
 
 
 def _cases(shared: Path | None, tmp: str):
@@ -69,7 +71,6 @@ def main() -> None:
         for name, path, load_kwargs, ort_feeds, sim_inputs in _cases(shared, tmp):
             session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
             reference = session.run(None, ort_feeds)[0]
-            ort_ms = _median_ms(lambda: session.run(None, ort_feeds), args.repeat)
             image_model = "x" in ort_feeds or "input" in ort_feeds and ort_feeds["input"].ndim == 4
             for precision in ("float32", "float16"):
                 rknn = RKNN()
@@ -84,7 +85,8 @@ def main() -> None:
                 build_s = time.perf_counter() - t0
                 rknn.init_runtime()
                 out = rknn.inference(inputs=sim_inputs)[0]
-                sim_ms = _median_ms(lambda: rknn.inference(inputs=sim_inputs), args.repeat)
+                sim_ms, ort_ms = _paired_median_ms(lambda: rknn.inference(inputs=sim_inputs),
+                                                   lambda: session.run(None, ort_feeds), args.repeat)
                 if precision == "float32":
                     agree = f"maxrel {np.abs(out - reference).max() / (np.abs(reference).max() or 1):.1e}"
                 else:

@@ -71,6 +71,10 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
         exact.add(name)
     fused = _fused_producer_outputs(graph)
     for node in graph.node:
+        if node.op_type == "Constant" and _round_constant(node):
+            exact.update(node.output)
+            new_nodes.append(node)
+            continue
         inputs_exact = all(not i or i in exact or i not in to_round for i in node.input)
         _rewire(node, renamed)
         new_nodes.append(node)
@@ -96,6 +100,21 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
     graph.node.extend(new_nodes)
     del graph.value_info[:]
     return out
+
+
+def _round_constant(node: onnx.NodeProto) -> bool:
+    """Round a float Constant's value in place (it is a weight like any initializer)."""
+    for attr in node.attribute:
+        if attr.name == "value" and attr.t.data_type == onnx.TensorProto.FLOAT:
+            attr.t.CopyFrom(numpy_helper.from_array(round_to_fp16(numpy_helper.to_array(attr.t)), attr.t.name))
+            return True
+        if attr.name in ("value_float", "value_floats"):
+            if attr.name == "value_float":
+                attr.f = float(np.float16(attr.f))
+            else:
+                attr.floats[:] = [float(np.float16(v)) for v in attr.floats]
+            return True
+    return False
 
 
 def _fused_producer_outputs(graph: onnx.GraphProto) -> set[str]:
