@@ -150,10 +150,7 @@ def _batch(rknn_batch_size: Any) -> int:
 
 
 def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
-    try:
-        from openrknn.graph.passes import optimize
-    except ImportError:
-        return model
+    from openrknn.graph.passes import optimize
     return optimize(model, level)
 
 
@@ -168,10 +165,7 @@ def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _check_supported(model: onnx.ModelProto, custom_ops: CustomOpRegistry | None) -> None:
-    try:
-        from openrknn.graph.supported_ops import check_supported
-    except ImportError:
-        return
+    from openrknn.graph.supported_ops import check_supported
     check_supported(model, custom_ops)
 
 

@@ -6,13 +6,19 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
+import onnx.version_converter
 from onnx import numpy_helper
 
 from openrknn import log
 from openrknn.errors import ModelLoadError
 from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.supported_ops import check_supported
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
+
+
+# Newest default-domain opset every supported onnxruntime (>= 1.18) implements completely.
+MAX_RUNTIME_OPSET = 21
 
 
 def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: Sequence[Sequence[int]] | None = None,
@@ -29,7 +35,9 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
         custom_ops: registered custom ops (their nodes are accepted).
         allow_dynamic: keep dynamic dimensions (config ``dynamic_input`` fixes them at build).
     """
-    proto = _read(model, custom_ops)
+    proto = _to_runtime_opset(_read(model, custom_ops))
+    check_supported(proto, custom_ops)
+    _check_io_types(proto)
     graph_inputs = _graph_input_names(proto)
     current_outputs = [o.name for o in proto.graph.output]
     wants_cut = ((inputs is not None and list(inputs) != graph_inputs)
@@ -52,6 +60,40 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
         dims = value.type.tensor_type.shape.dim
         layouts[value.name] = LAYOUT_NCHW if len(dims) == 4 else LAYOUT_UNDEFINED
     return SourceModel(model=proto, framework="onnx", input_layouts=layouts, input_values=values)
+
+
+# Tensor types a model input/output may have (what RKNN I/O tensors and numpy both represent).
+_IO_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE, onnx.TensorProto.INT8,
+             onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT16, onnx.TensorProto.INT32,
+             onnx.TensorProto.UINT32, onnx.TensorProto.INT64, onnx.TensorProto.UINT64, onnx.TensorProto.BOOL}
+
+
+def _check_io_types(proto: onnx.ModelProto) -> None:
+    for kind, values in (("input", proto.graph.input), ("output", proto.graph.output)):
+        for value in values:
+            if not value.type.HasField("tensor_type"):
+                raise ModelLoadError(f"model {kind} '{value.name}' is a {value.type.WhichOneof('value')}, not a "
+                                     "tensor; RKNN models take and return tensors only")
+            elem = value.type.tensor_type.elem_type
+            if elem and elem not in _IO_TYPES:
+                name = onnx.TensorProto.DataType.Name(elem)
+                raise ModelLoadError(f"model {kind} '{value.name}' has type {name}, which Rockchip NPUs do not "
+                                     "support; export the model with float32/float16 or 8/16/32-bit integer I/O")
+
+
+def _to_runtime_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Models newer than the opset the simulator's kernels cover are converted down when onnx can."""
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), MAX_RUNTIME_OPSET)
+    if opset <= MAX_RUNTIME_OPSET:
+        return proto
+    try:
+        converted = onnx.version_converter.convert_version(proto, MAX_RUNTIME_OPSET)
+    except Exception as e:   # the converter raises several types; the model may still run as it is
+        log.warning(f"load_onnx: opset {opset} could not be converted to {MAX_RUNTIME_OPSET} ({str(e)[:120]}); "
+                    "loading it unchanged")
+        return proto
+    log.info(f"load_onnx: opset {opset} converted to {MAX_RUNTIME_OPSET}")
+    return converted
 
 
 def _read(path: str, custom_ops: CustomOpRegistry | None = None) -> onnx.ModelProto:
@@ -157,7 +199,7 @@ def _fix_dynamic_dims(proto: onnx.ModelProto) -> None:
             continue
         dims = value.type.tensor_type.shape.dim
         for axis, d in enumerate(dims):
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value") and d.dim_value >= 0:   # 0 is a real (empty) size, not a dynamic one
                 continue
             if axis == 0:
                 d.Clear()

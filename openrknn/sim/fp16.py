@@ -12,8 +12,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from openrknn.graph.passes.activation_fusion import FUSED_ACTIVATION_KEY
+
 _ROUND_SUFFIX = "__fp16"
-FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
 
 # Ops whose float outputs are fp16 values whenever their float inputs are: they move, select or
 # compare values without arithmetic, so rounding after them would change nothing.

@@ -62,7 +62,10 @@ class _Runner:
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self._partitioned is not None:
             return self._partitioned.run(feeds)
-        return self._session.run(None, feeds)
+        try:
+            return self._session.run(None, feeds)
+        except Exception as e:   # onnxruntime raises its own exception types for kernel failures
+            raise RuntimeStateError(f"the simulator failed while running the model: {e}") from e
 
 
 class Simulator:

@@ -131,3 +131,23 @@ def test_dynamic_input_needs_size(tmp_path, capsys):
     rknn.init_runtime()
     out = rknn.inference(inputs=[np.full((1, 8, 8, 3), -1.0, np.float32)])[0]
     assert out.shape == (1, 3, 8, 8) and out.max() == 0
+
+
+def test_unsupported_op_and_io_type_refused_at_load(tmp_path, capsys):
+    import onnx
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Hardmax", ["r"], ["y"], name="the_hardmax")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "hardmax.onnx")
+    assert RKNN().load_onnx(str(tmp_path / "hardmax.onnx")) == -1
+    message = _err(capsys)
+    assert "Hardmax" in message and "the_hardmax" in message and "not supported" in message
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "bf16.onnx")
+    assert RKNN().load_onnx(str(tmp_path / "bf16.onnx")) == -1
+    assert "BFLOAT16" in _err(capsys)

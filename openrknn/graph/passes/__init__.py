@@ -1,0 +1,56 @@
+"""Graph passes, chosen by ``config(optimization_level=...)`` (seed 002 §3.1.2).
+
+======  ==============================================================================
+level   passes
+======  ==============================================================================
+0       none: the graph runs as loaded
+1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
+        static tensors and the Gather/Concat/Unsqueeze chains after them), dead nodes
+2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm
+3       level 2 + activation fusion marks (Conv/Gemm/MatMul/Add + Relu, Clip, Sigmoid, ...)
+======  ==============================================================================
+
+Levels 1–2 change values only by float rounding (BN folding re-associates a product); the guide's
+"lower levels may keep accuracy" refers to exactly such rewrites.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
+
+from openrknn import log
+from openrknn.graph.passes.activation_fusion import FUSED_ACTIVATION_KEY, fused_activation, mark_activation_fusion
+from openrknn.graph.passes.base import PassResult
+from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
+from openrknn.graph.passes.constant_folding import fold_constants
+from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
+
+Pass = Callable[[onnx.ModelProto], PassResult]
+
+PASSES_BY_LEVEL: dict[int, list[Pass]] = {
+    0: [],
+    1: [remove_aliases, fold_constants, remove_dead_nodes],
+    2: [remove_aliases, fold_constants, fold_batchnorm, remove_dead_nodes],
+    3: [remove_aliases, fold_constants, fold_batchnorm, remove_dead_nodes, mark_activation_fusion],
+}
+_MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
+
+__all__ = ["FUSED_ACTIVATION_KEY", "PASSES_BY_LEVEL", "PassResult", "fused_activation", "optimize"]
+
+
+def optimize(model: onnx.ModelProto, level: int = 3) -> onnx.ModelProto:
+    """Return an optimised copy of ``model`` for ``optimization_level`` 0–3, passes repeated to a fixed point."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    passes = PASSES_BY_LEVEL[level]
+    before = len(out.graph.node)
+    for _ in range(_MAX_ROUNDS if passes else 0):
+        changed = False
+        for run in passes:
+            changed |= run(out).modified
+        if not changed:
+            break
+    if passes:
+        log.debug(f"optimization_level={level}: {before} → {len(out.graph.node)} nodes")
+    return out

@@ -1,0 +1,68 @@
+"""What every graph pass shares: its result record and small graph queries."""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import onnx
+from onnx import numpy_helper
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """A pass's output: the (possibly same) model and whether anything changed."""
+
+    model: onnx.ModelProto
+    modified: bool
+
+
+def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """Tensor name → the nodes reading it (subgraph reads count as reads of the outer node)."""
+    uses: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+    for node in graph.node:
+        for name in set(node.input) | subgraph_reads(node):
+            if name:
+                uses[name].append(node)
+    return uses
+
+
+def subgraph_reads(node: onnx.NodeProto) -> set[str]:
+    reads: set[str] = set()
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+            for inner in sub.node:
+                reads.update(inner.input)
+                reads.update(subgraph_reads(inner))
+    return reads
+
+
+def initializers(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    return {init.name: init for init in graph.initializer}
+
+
+def constant_value(graph_inits: dict[str, onnx.TensorProto], name: str):
+    """The numpy value of an initializer, or None."""
+    init = graph_inits.get(name)
+    return None if init is None else numpy_helper.to_array(init)
+
+
+def graph_output_names(graph: onnx.GraphProto) -> set[str]:
+    return {o.name for o in graph.output}
+
+
+def replace_input(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Point every reader of ``old`` (including subgraphs) at ``new``."""
+    for node in graph.node:
+        for i, name in enumerate(node.input):
+            if name == old:
+                node.input[i] = new
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                replace_input(sub, old, new)
+
+
+def attribute(node: onnx.NodeProto, name: str, default=None):
+    for attr in node.attribute:
+        if attr.name == name:
+            return onnx.helper.get_attribute_value(attr)
+    return default

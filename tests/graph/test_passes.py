@@ -1,0 +1,97 @@
+"""Graph passes: each changes the structure it should and never the values."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from openrknn.graph.passes import FUSED_ACTIVATION_KEY, fused_activation, optimize
+from tests.conftest import make_conv_model
+
+
+def _run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def test_batchnorm_folds_into_conv_with_equal_outputs(tmp_path):
+    model = onnx.load(make_conv_model(tmp_path / "m.onnx"))
+    x = np.random.default_rng(0).normal(size=(1, 3, 16, 16)).astype(np.float32)
+    folded = optimize(model, 2)
+    assert "BatchNormalization" not in _ops(folded) and "BatchNormalization" in _ops(optimize(model, 1))
+    np.testing.assert_allclose(_run(folded, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def _gemm_bn_model(trans_b: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    w = rng.normal(size=(6, 4) if trans_b else (4, 6)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(rng.normal(size=6).astype(np.float32), "b")]
+    for name, lo in (("s", 0.5), ("sh", -1), ("m", -1), ("v", 0.5)):
+        inits.append(numpy_helper.from_array(rng.uniform(lo, 1.5, 6).astype(np.float32), name))
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], transB=trans_b),
+             helper.make_node("BatchNormalization", ["g", "s", "sh", "m", "v"], ["y"], epsilon=1e-3)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_batchnorm_folds_into_gemm(trans_b):
+    model = _gemm_bn_model(trans_b)
+    x = np.random.default_rng(2).normal(size=(2, 4)).astype(np.float32)
+    folded = optimize(model, 2)
+    assert _ops(folded) == ["Gemm"]
+    assert folded.graph.output[0].name == "y"
+    np.testing.assert_allclose(_run(folded, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_shape_chain_folds_and_identity_goes(tmp_path):
+    """x → Relu → Shape → Gather(0) → Unsqueeze → Concat([-1]) → Reshape(x) → Identity → y."""
+    inits = [numpy_helper.from_array(np.array(0, dtype=np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], dtype=np.int64), "axes"),
+             numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus_one")]
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Shape", ["r"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus_one"], ["target"], axis=0),
+             helper.make_node("Reshape", ["r", "target"], ["flat"], name="reshape"),
+             helper.make_node("Identity", ["flat"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 12])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    optimized = optimize(model, 1)
+    assert _ops(optimized) == ["Relu", "Reshape"]
+    assert optimized.graph.output[0].name == "y"
+    x = np.random.default_rng(3).normal(size=(2, 3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(_run(optimized, {"x": x})[0], _run(model, {"x": x})[0])
+    assert _ops(optimize(model, 0)) == _ops(model)
+
+
+def test_activation_fusion_marks_single_consumer_only(tmp_path):
+    model = onnx.load(make_conv_model(tmp_path / "m.onnx"))
+    optimized = optimize(model, 3)
+    conv = next(n for n in optimized.graph.node if n.op_type == "Conv")
+    assert fused_activation(conv) == "relu"
+    assert all(p.key != FUSED_ACTIVATION_KEY for n in optimize(model, 2).graph.node for p in n.metadata_props)
+    # a second reader of the conv output forbids the fusion: the NPU must store that tensor
+    graph = optimized.graph
+    graph.node.append(helper.make_node("Neg", [conv.output[0]], ["extra"]))
+    graph.output.append(helper.make_tensor_value_info("extra", TensorProto.FLOAT, None))
+    del conv.metadata_props[:]
+    again = optimize(optimized, 3)
+    assert fused_activation(next(n for n in again.graph.node if n.op_type == "Conv")) is None
+
+
+def test_random_ops_and_graph_outputs_are_not_folded():
+    nodes = [helper.make_node("RandomUniform", [], ["u"], shape=[2], seed=1.0),
+             helper.make_node("Add", ["u", "x"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert _ops(optimize(model, 3)) == ["RandomUniform", "Add"]
