@@ -72,6 +72,7 @@ class RKNN(RuntimeInfo):
         self._runtime_options: dict[str, Any] = {}
         self._custom_ops = CustomOpRegistry()
         self._loaded_from_rknn = False
+        self._export_path: str | None = None   # the .rknn codegen ships (last export_rknn / load_rknn)
 
     # ---------------------------------------------------------------- helpers
     def _failure(self, name: str) -> Any:
@@ -85,6 +86,7 @@ class RKNN(RuntimeInfo):
     def _set_source(self, source: SourceModel) -> int:
         self._source = source
         self._model = None
+        self._export_path = None
         self._runtime = None
         self._loaded_from_rknn = False
         log.info(f"Loading : {source.framework} model with {len(source.model.graph.node)} nodes done")
@@ -168,6 +170,7 @@ class RKNN(RuntimeInfo):
             raise NotSupportedError("load_model_in_npu needs an RK3399Pro/RK1808 board with Rockchip's driver")
         from openrknn.model_file import load_model
         self._model = load_model(path, master_model)
+        self._export_path = path
         self._source = None
         self._runtime = None
         self._loaded_from_rknn = True
@@ -191,6 +194,7 @@ class RKNN(RuntimeInfo):
                                     "and use hybrid_quantization_step1/step2 when they land")
         self._model = build_model(self._source, self._cfg(), bool(do_quantization), dataset, rknn_batch_size,
                                   self._custom_ops)
+        self._export_path = None
         self._runtime = None
         return 0
 
@@ -205,6 +209,7 @@ class RKNN(RuntimeInfo):
         if kwargs:
             log.warning(f"export_rknn: ignoring unknown argument(s) {sorted(kwargs)}")
         size = save_model(model, export_path)
+        self._export_path = export_path
         log.info(f"export_rknn: {export_path} ({size / 1024:.1f} KiB)")
         return 0
 
@@ -331,15 +336,30 @@ class RKNN(RuntimeInfo):
     @api_call
     def export_encrypted_rknn_model(self, input_model: str, output_model: str | None = None,
                                     crypt_level: int = 1) -> int:
-        raise NotSupportedError("export_encrypted_rknn_model is not available yet in openrknn")
+        """Encrypt an exported .rknn with AES-256-GCM (levels and key handling: docs/model-tools.md)."""
+        from openrknn.model_file.encryption import encrypt_model_file
+        if input_model is None:
+            raise RuntimeStateError("input_model is None: give the .rknn file written by export_rknn()")
+        encrypt_model_file(input_model, output_model, crypt_level)
+        return 0
 
     @api_call
     def export_rknn_sync_model(self, input_model: str, sync_uids: Any = None, output_model: str | None = None) -> int:
-        raise NotSupportedError("export_rknn_sync_model is not available yet in openrknn")
+        """Toolkit1: write a segmented model with sync layers after ``sync_uids`` (eval_perf layer ids)."""
+        from openrknn.model_file.sync import export_sync_model
+        export_sync_model(input_model, sync_uids, output_model)
+        return 0
 
     @api_call
     def codegen(self, output_path: str, inputs: Sequence[str] | None = None, overwrite: bool = False) -> int:
-        raise NotSupportedError("codegen is not available yet in openrknn")
+        """Generate a C/C++ deployment demo (CMake project) for the exported model."""
+        from openrknn.codegen import generate_demo
+        model = self._require_model("codegen")
+        if self._export_path is None:
+            raise RuntimeStateError("call export_rknn() (or load_rknn()) before codegen(): the demo ships the .rknn file")
+        generate_demo(model, output_path, inputs, overwrite, model_path=self._export_path,
+                      custom_ops=self._custom_ops)
+        return 0
 
     @api_call
     def optimize_onnx(self, model: str, optimized_path: str | None = None, passes_enable: Any = None,

@@ -12,7 +12,7 @@ from openrknn import __version__
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
 from openrknn.model_file.shared_weights import restore_weights, strip_weights
-from openrknn.model_file.container import Container, decode, encode, read_file, write_atomic
+from openrknn.model_file.container import FLAG_ENCRYPTED, Container, decode, encode, read_file, write_atomic
 
 FORMAT_NAME = "openrknn-model"
 GRAPH_SECTION = "graph.onnx"
@@ -102,11 +102,19 @@ def save_model(model: RKNNModel, path: str) -> int:
 def load_model(path: str, master_path: str | None = None) -> RKNNModel:
     """Read and verify an openrknn ``.rknn`` file (a weight-sharing slave needs its master's path)."""
     master = load_model(master_path) if master_path else None
-    return from_container(read_file(path), path, master)
+    return from_container(_open(read_file(path), path), path, master)
 
 
 def load_model_bytes(data: bytes, source: str = "<bytes>") -> RKNNModel:
-    return from_container(decode(data, source), source)
+    return from_container(_open(decode(data, source), source), source)
+
+
+def _open(container: Container, source: str) -> Container:
+    """Decrypt an encrypted model (flag bit 0) with the key from the environment / key file."""
+    if container.flags & FLAG_ENCRYPTED:
+        from openrknn.model_file.encryption import decrypt_container
+        return decrypt_container(container, source)
+    return container
 
 
 def _store_float_weights_as_fp16(graph: onnx.ModelProto) -> list[str]:
