@@ -30,6 +30,7 @@ SUPPORTED_ONNX_OPS = frozenset({
     # reductions
     "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
     "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin", "CumSum", "TopK",
+    "NonMaxSuppression",   # SSD DetectionOutput post-processing (CPU)
     # layout and data movement
     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Pad",
     "Tile", "Expand", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements",
