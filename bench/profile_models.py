@@ -24,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from openrknn.chips import all_chips  # noqa: E402
-from openrknn.profile import NPU_CORE_ALL, estimate_memory, estimate_perf  # noqa: E402
+from openrknn.api.common import NPUCoreMask  # noqa: E402
+from openrknn.profile import estimate_memory, estimate_perf  # noqa: E402
 from openrknn.profile.reference_nets import BUILDERS, reference_onnx, wrap_onnx  # noqa: E402
 
 FIXED_SHAPES = {
@@ -86,6 +87,15 @@ def collect(models_dir: Path | None) -> dict[str, onnx.ModelProto]:
     return nets
 
 
+def chip_dtype(chip, dtype: str | None) -> str | None:
+    """The requested dtype if the chip offers it, else the chip's first quantized dtype (RK2118: w16a16i)."""
+    if chip.toolkit == 1:
+        return TOOLKIT1_DTYPE
+    if dtype is None and chip.float_on_npu:
+        return None
+    return dtype if dtype in chip.quantized_dtypes else chip.quantized_dtypes[0]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dtype", default="w8a8", help="Toolkit2 quantized_dtype ('none' for float16)")
@@ -99,21 +109,22 @@ def main(argv: list[str] | None = None) -> int:
     for c in chips:
         cols.append((c, 0, c.name))
         if c.cores > 1:
-            cols.append((c, NPU_CORE_ALL, f"{c.name}x{c.cores}"))
+            cols.append((c, NPUCoreMask.NPU_CORE_ALL, f"{c.name}x{c.cores}"))
     width = max(len(n) for n in nets) + 2
-    print("Estimated time per frame (ms), openrknn cost model; Toolkit1 chips in " + TOOLKIT1_DTYPE)
+    print(f"Estimated time per frame (ms), openrknn cost model; dtype {args.dtype} (Toolkit1 chips: {TOOLKIT1_DTYPE}, "
+          f"chips without it: their first quantized dtype); <chip>xN = all N cores")
     print("network".ljust(width) + "".join(f"{label:>11}" for _, _, label in cols))
     for name, onnx_model in nets.items():
         cells = []
         for chip, mask, _ in cols:
-            model = wrap_onnx(onnx_model, TOOLKIT1_DTYPE if chip.toolkit == 1 else dtype, chip.name)
+            model = wrap_onnx(onnx_model, chip_dtype(chip, dtype), chip.name)
             cells.append(f"{estimate_perf(model, chip, mask).total_time_us / 1000:>11.2f}")
         print(name.ljust(width) + "".join(cells))
     if args.memory:
         print("\nEstimated total NPU memory (MiB)")
         print("network".ljust(width) + "".join(f"{c.name:>11}" for c in chips))
         for name, onnx_model in nets.items():
-            cells = [f"{estimate_memory(wrap_onnx(onnx_model, TOOLKIT1_DTYPE if c.toolkit == 1 else dtype, c.name), c).total_memory / 2**20:>11.2f}"
+            cells = [f"{estimate_memory(wrap_onnx(onnx_model, chip_dtype(c, dtype), c.name), c).total_memory / 2**20:>11.2f}"
                      for c in chips]
             print(name.ljust(width) + "".join(cells))
     return 0

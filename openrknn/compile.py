@@ -60,7 +60,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         rknn_batch_size=batch,
         metadata={"toolkit_version": __version__, "source_framework": source.framework,
                   "optimization_level": cfg.optimization_level, "op_target": cfg.op_target or {},
-                  "toolkit": cfg.toolkit,
+                  "toolkit": cfg.toolkit, "memory_plan_strategy": cfg.memory_plan_strategy,
                   "custom_ops": sorted({n.op_type for n in graph.graph.node if n.domain == CUSTOM_DOMAIN})},
         golden=graph,
     )

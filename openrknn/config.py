@@ -58,6 +58,7 @@ class ModelConfig:
     enable_flash_attention: bool = False
     auto_hybrid_cos_thresh: float = 0.98
     auto_hybrid_euc_thresh: float | None = None
+    memory_plan_strategy: str = "greedy_by_size"
     # Toolkit 1 (seed 001 §3.6.3)
     batch_size: int = 100
     epochs: int = -1
@@ -299,6 +300,8 @@ def _set_misc(cfg: ModelConfig, kw: dict[str, Any]) -> None:
         setattr(cfg, name, _bool(kw, name))
     cfg.float_dtype = _choice(kw, "float_dtype", "float16", ("float16", "float32"))
     cfg.optimization_level = _int(kw, "optimization_level", 3, 0, 3)
+    from openrknn.profile.memory_plan import MEMORY_PLAN_STRATEGIES   # the allocator owns its strategy names
+    cfg.memory_plan_strategy = _choice(kw, "memory_plan_strategy", "greedy_by_size", MEMORY_PLAN_STRATEGIES)
     custom = kw.get("custom_string")
     if custom is not None and not isinstance(custom, str):
         raise ConfigError(f"config: custom_string must be a string, got {type(custom).__name__}")

@@ -18,8 +18,19 @@ def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: A
     """Read ``inputs`` like calibration data, analyse, write the report, print the table.
 
     Args:
-        inputs: list of input files (jpg/png/bmp/npy, one per model input) — or, Toolkit 1 form,
-            a dataset .txt file whose first line is used.
+        model: a model built from its source (it carries the float "golden" graph).
+        inputs: list of input files (jpg/png/bmp/npy, one per model input), list of arrays (graph
+            layout, or NHWC for an NCHW image input) — or, Toolkit 1 form, a dataset .txt file whose
+            first line is used.
+        output_dir: where the dumps, ``error_analysis.txt/.csv/.json/.png`` are written.
+        cfg: the model config (``quant_img_RGB2BGR`` is honoured when images are read).
+
+    Returns:
+        The per-layer errors; ``result.worst(n)`` lists the layers with the lowest ``single`` cosine.
+
+    Example:
+        >>> # rknn.build(do_quantization=True, dataset='dataset.txt')
+        >>> # run_accuracy_analysis(rknn._model, ['dog.jpg'], './snapshot', rknn._cfg()).worst(1)
     """
     feeds = _read_inputs(model, inputs, cfg)
     result = analyse(model, feeds)
@@ -35,27 +46,43 @@ def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: A
 
 
 def _read_inputs(model: RKNNModel, inputs: Any, cfg: Any) -> dict[str, np.ndarray]:
+    """One sample: arrays are taken as they are; files (or a Toolkit 1 dataset .txt, first line) are
+    read like calibration data."""
+    specs = _batch1(model)
+    if isinstance(inputs, np.ndarray):
+        inputs = [inputs]
+    if isinstance(inputs, (list, tuple)) and inputs and all(isinstance(v, np.ndarray) for v in inputs):
+        if len(inputs) != len(specs):
+            raise InferenceInputError(f"accuracy_analysis: the model has {len(specs)} input(s) but {len(inputs)} "
+                                      "array(s) were given")
+        return {spec.name: _as_graph_array(value, spec) for spec, value in zip(specs, inputs)}
     from openrknn.quant.dataset import load_dataset
 
-    specs = _batch1(model)
     rgb2bgr = getattr(cfg, "quant_img_RGB2BGR", False)
     if isinstance(inputs, str) and inputs.endswith(".txt"):
-        samples = load_dataset(inputs, specs, rgb2bgr=rgb2bgr)
-    else:
-        paths = [inputs] if isinstance(inputs, str) else list(inputs)
-        paths = [p for entry in paths for p in str(entry).split()]
-        if len(paths) != len(specs):
-            raise InferenceInputError(f"accuracy_analysis: the model has {len(specs)} input(s) but {len(paths)} "
-                                      "file(s) were given")
-        with tempfile.TemporaryDirectory() as tmp:
-            listing = os.path.join(tmp, "inputs.txt")
-            with open(listing, "w", encoding="utf-8") as handle:
-                handle.write(" ".join(os.path.abspath(p) for p in paths) + "\n")
-            samples = load_dataset(listing, specs, rgb2bgr=rgb2bgr)
-            first = list(samples[0])
-    if isinstance(inputs, str) and inputs.endswith(".txt"):
-        first = list(samples[0])
+        return {spec.name: np.asarray(v) for spec, v in zip(specs, load_dataset(inputs, specs, rgb2bgr=rgb2bgr)[0])}
+    paths = [inputs] if isinstance(inputs, str) else list(inputs)
+    paths = [p for entry in paths for p in str(entry).split()]
+    if len(paths) != len(specs):
+        raise InferenceInputError(f"accuracy_analysis: the model has {len(specs)} input(s) but {len(paths)} "
+                                  "file(s) were given")
+    with tempfile.TemporaryDirectory() as tmp:
+        listing = os.path.join(tmp, "inputs.txt")
+        with open(listing, "w", encoding="utf-8") as handle:
+            handle.write(" ".join(os.path.abspath(p) for p in paths) + "\n")
+        first = load_dataset(listing, specs, rgb2bgr=rgb2bgr)[0]
     return {spec.name: np.asarray(value) for spec, value in zip(specs, first)}
+
+
+def _as_graph_array(value: np.ndarray, spec: Any) -> np.ndarray:
+    """An input array in the graph's shape; a 4-D NHWC array of an NCHW input is transposed."""
+    shape = tuple(spec.shape)
+    if value.shape != shape and value.ndim == 4 and value.transpose(0, 3, 1, 2).shape == shape:
+        value = value.transpose(0, 3, 1, 2)
+    if value.shape != shape:
+        raise InferenceInputError(f"accuracy_analysis: input '{spec.name}' has shape {list(value.shape)}, the "
+                                  f"model expects {list(shape)}")
+    return np.ascontiguousarray(value, dtype=np.dtype(spec.dtype or "float32"))
 
 
 def _batch1(model: RKNNModel):

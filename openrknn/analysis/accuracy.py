@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import helper
 
 from openrknn import log
+from openrknn.errors import RuntimeStateError
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.sim.session import lower, make_session
 
@@ -49,8 +49,9 @@ class AnalysisResult:
     simulator: dict[str, np.ndarray] = field(default_factory=dict)
 
     def worst(self, count: int = 5) -> list[LayerError]:
-        scored = [r for r in self.rows if r.single_cos is not None]
-        return sorted(scored, key=lambda r: r.single_cos)[:count]
+        """The ``count`` layers with the lowest ``single`` cosine (NaN, e.g. an fp16 overflow, first)."""
+        scored = [r for r in self.rows if r.single_cos is not None and r.op_type != "Input"]
+        return sorted(scored, key=lambda r: -2.0 if np.isnan(r.single_cos) else r.single_cos)[:count]
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -71,25 +72,58 @@ def euclidean(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def analyse(model: RKNNModel, feeds: dict[str, np.ndarray]) -> AnalysisResult:
-    """Run golden and simulator on ``feeds`` (graph inputs, raw values) and measure every layer."""
+    """Run golden and simulator on ``feeds`` (graph inputs, raw values) and measure every layer.
+
+    A tensor the built model fused into its consumer (a Conv output whose Relu runs inside the
+    Conv) has no simulator value of its own: its row stays blank, and the consumer's ``single``
+    error runs the fused pair together, as the NPU does.
+
+    Example:
+        >>> # result = analyse(rknn_model, {"x": np.zeros((1, 3, 224, 224), np.float32)})
+        >>> # result.worst(1)[0].tensor   # the layer that loses most accuracy on its own
+    """
     if model.golden is None:
-        raise ValueError("the model has no golden float graph")
+        raise RuntimeStateError("accuracy_analysis needs the float (golden) model, which this model does not "
+                                "carry: load the source model and build it instead of load_rknn")
     golden_graph = onnx.shape_inference.infer_shapes(model.golden)
     golden = _run_all(golden_graph, feeds)
-    executable = lower(model)
+    executable, fused_into = _expose_quantized(lower(model))
     simulated = _run_all(executable, feeds)
     result = AnalysisResult(golden=golden)
     for name in list(feeds):
         result.rows.append(_row("Input", name, golden.get(name), _sim_value(simulated, name)))
+    fused = set(fused_into.values())
     for node in golden_graph.graph.node:
         for out in node.output:
             if out and out in golden and _is_float(golden[out]):
-                sim_value = _sim_value(simulated, out)
+                sim_value = None if out in fused else _sim_value(simulated, out)
                 if sim_value is not None:
                     result.simulator[out] = sim_value
                 result.rows.append(_row(node.op_type, out, golden[out], sim_value))
-    _single_layer_errors(model, golden_graph, golden, result)
+    _single_layer_errors(model, golden_graph, golden, result, fused_into)
     return result
+
+
+def _expose_quantized(graph: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """Add a DequantizeLinear for every quantized tensor ``t__q`` of the lowered graph (with the
+    lowering's own ``t__s``/``t__z``), and find fused activations: ``Identity(a__q) -> b__q`` means
+    ``b`` is computed inside ``a``'s layer. Returns the graph and ``{b: a}``."""
+    inits = {i.name: i for i in graph.graph.initializer}
+    produced = {o for n in graph.graph.node for o in n.output}
+    fused_into: dict[str, str] = {}
+    for node in graph.graph.node:
+        if node.op_type == "Identity" and node.input[0].endswith("__q") and node.output[0].endswith("__q"):
+            fused_into[node.output[0][:-3]] = node.input[0][:-3]
+    extra = []
+    for name in sorted(o[:-3] for o in produced if o.endswith("__q")):
+        scale, zero = inits.get(f"{name}__s"), inits.get(f"{name}__z")
+        if scale is None or zero is None or f"{name}__dq" in produced:
+            continue
+        axis = {"axis": 1} if len(scale.dims) and scale.dims[0] > 1 else {}
+        extra.append(helper.make_node("DequantizeLinear", [f"{name}__q", scale.name, zero.name], [f"{name}__dq"],
+                                      name=f"{name}__analysis_dq", **axis))
+    graph.graph.node.extend(extra)
+    return graph, fused_into
 
 
 def _row(op_type: str, name: str, gold: np.ndarray | None, sim: np.ndarray | None) -> LayerError:
@@ -131,42 +165,52 @@ def _run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, 
 
 
 def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden: dict[str, np.ndarray],
-                         result: AnalysisResult) -> None:
+                         result: AnalysisResult, fused_into: dict[str, str]) -> None:
     rows = {r.tensor: r for r in result.rows}
     types = {v.name: v for v in list(golden_graph.graph.value_info) + list(golden_graph.graph.input)
              + list(golden_graph.graph.output)}
+    # constants as the built model stores them (quantized weights), else the golden float ones
     inits = {i.name: i for i in golden_graph.graph.initializer}
+    inits.update({i.name: i for i in model.graph.graph.initializer if i.name in inits})
+    producer = {o: n for n in golden_graph.graph.node for o in n.output}
     for node in golden_graph.graph.node:
-        outs = [o for o in node.output if o in rows and o in golden and _is_float(golden[o])]
+        outs = [o for o in node.output if o in rows and o in result.simulator and _is_float(golden[o])]
         if not outs or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
             continue
+        group = [node]
+        for out in outs:                         # a fused activation runs with the layer it is fused into
+            if out in fused_into and fused_into[out] in producer:
+                group.insert(0, producer[fused_into[out]])
         try:
-            values = _run_single(model, golden_graph, node, types, inits, golden)
+            values = _run_single(model, golden_graph, group, types, inits, golden)
         except Exception as e:  # a layer that cannot run alone keeps a blank 'single' cell
             log.debug(f"accuracy_analysis: layer '{node.name}' not run alone: {e}")
             continue
         for out in outs:
-            sim = values.get(out)
+            sim = _sim_value(values, out)
             if sim is not None and sim.shape == golden[out].shape:
                 rows[out].single_cos, rows[out].single_euc = cosine(golden[out], sim), euclidean(golden[out], sim)
 
 
-def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, node: onnx.NodeProto, types, inits,
+def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onnx.NodeProto], types, inits,
                 golden: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Lower and run one layer alone, its inputs being golden values."""
+    """Lower and run one layer (one node, or a node and its fused activation) alone, its inputs being
+    golden values."""
     from openrknn.graph.rknn_model import RKNNModel as Record
 
-    feed_names = [i for i in dict.fromkeys(node.input) if i and i not in inits]
+    inside = {o for n in nodes for o in n.output}
+    used = list(dict.fromkeys(i for n in nodes for i in n.input if i))
+    feed_names = [i for i in used if i not in inits and i not in inside]
+    outputs = [o for o in nodes[-1].output if o]
     graph = helper.make_graph(
-        [node], f"single_{node.name}",
+        list(nodes), f"single_{nodes[-1].name}",
         [types[i] if i in types else helper.make_tensor_value_info(i, onnx.TensorProto.FLOAT, None) for i in feed_names],
-        [types[o] if o in types else helper.make_empty_tensor_value_info(o) for o in node.output if o],
-        [inits[i] for i in dict.fromkeys(node.input) if i in inits])
+        [types[o] if o in types else helper.make_empty_tensor_value_info(o) for o in outputs],
+        [inits[i] for i in used if i in inits])
     single = helper.make_model(graph, opset_imports=golden_graph.opset_import, ir_version=golden_graph.ir_version)
     single = onnx.shape_inference.infer_shapes(single)
     record = Record(graph=single, inputs=[], outputs=[], float_dtype=model.float_dtype,
                     quantized_dtype=model.quantized_dtype, tensor_dtypes=model.tensor_dtypes,
                     quant_params=model.quant_params, metadata=model.metadata)
-    session: ort.InferenceSession = make_session(lower(record))
-    outputs = session.run(None, {i: golden[i] for i in feed_names})
-    return dict(zip([o.name for o in session.get_outputs()], outputs))
+    executable, _ = _expose_quantized(lower(record))
+    return _run_all(executable, {i: golden[i] for i in feed_names})

@@ -38,9 +38,9 @@ def format_table(rows: list[LayerError]) -> str:
     """The ``error_analysis.txt`` body in the guide's layout."""
     width = max(_NAME_WIDTH, max((len(f"[{r.op_type}] {r.tensor}") for r in rows), default=0) + 2)
     lines = [HEADER,
-             f"{'layer_name':<{width}}{'simulator_error':^42}",
-             f"{'':<{width}}{'entire':^20}{'single':^20}",
-             f"{'':<{width}}{'cos      euc':^20}{'cos      euc':^20}",
+             f"{'layer_name':<{width}}{'simulator_error':^42}".rstrip(),
+             f"{'':<{width}}{'entire':^20}{'single':^20}".rstrip(),
+             f"{'':<{width}}{'cos      euc':^20}{'cos      euc':^20}".rstrip(),
              "-" * (width + 42)]
     for row in rows:
         lines.append(f"{'[' + row.op_type + '] ' + row.tensor:<{width}}{_cell(row.entire_cos, row.entire_euc)}  "
@@ -119,7 +119,7 @@ def plot_cosines(result: AnalysisResult, path: str, width: int = 1000, height: i
             draw.ellipse([x - 2, y - 2, x + 2, y + 2], fill=(240, 140, 20))
     for r in result.worst(3):
         i = rows.index(r)
-        x, y = xy(i, r.single_cos)
+        x, y = xy(i, r.single_cos if np.isfinite(r.single_cos) else low)   # NaN (fp16 overflow): on the floor
         draw.ellipse([x - 4, y - 4, x + 4, y + 4], outline="red", width=2)
         draw.text((min(x + 6, right - 200), min(y + 4, bottom - 14)), f"{r.tensor[:30]} {r.single_cos:.4f}", fill="red")
     draw.text((left, bottom + 10), f"{len(rows)} layers (graph order)", fill="black")

@@ -5,6 +5,9 @@ from typing import Any
 
 from openrknn import __version__
 from openrknn.api import devices
+from openrknn.chips import NPUCoreMask
+
+__all__ = ["NPUCoreMask", "RuntimeInfo", "sdk_version_text"]
 
 
 def sdk_version_text() -> str:
@@ -14,19 +17,6 @@ def sdk_version_text() -> str:
             f"  API: openrknn {__version__} (simulator)\n"
             "  DRV: simulator (no board driver)\n"
             "==============================================")
-
-
-class NPUCoreMask:
-    """``core_mask`` values of init_runtime (seed 002 §5.3.1)."""
-
-    NPU_CORE_AUTO = 0x0
-    NPU_CORE_0 = 0x1
-    NPU_CORE_1 = 0x2
-    NPU_CORE_2 = 0x4
-    NPU_CORE_0_1 = 0x3
-    NPU_CORE_0_1_2 = 0x7
-    NPU_CORE_ALL = 0xFFFF
-    VALID_CORE_MASKS = (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF)
 
 
 class RuntimeInfo(NPUCoreMask):

@@ -272,9 +272,10 @@ class RKNN(RuntimeInfo):
             raise RuntimeStateError("call init_runtime() before eval_perf()")
         chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
         report = profile.estimate_perf(model, chip, core_mask=self._runtime_options.get("core_mask", 0))
+        perf_debug = bool(self._runtime_options.get("perf_debug"))
         if is_print:
-            print(profile.format_perf(report, perf_debug=bool(self._runtime_options.get("perf_debug"))))
-        return report.to_dict()
+            print(profile.format_perf(report, perf_debug=perf_debug))
+        return report.to_dict(perf_debug=perf_debug)
 
     @api_call
     def eval_memory(self, is_print: bool = True) -> dict[str, Any] | None:
@@ -298,6 +299,8 @@ class RKNN(RuntimeInfo):
             raise RuntimeStateError("accuracy_analysis needs the original model: after load_rknn the float model "
                                     "is not available. Load the source model and build it instead")
         model = self._require_model("accuracy_analysis")
+        if target is not None:
+            log.warning(f"accuracy_analysis: no board connection; target '{target}' is compared on the simulator only")
         from openrknn.analysis import run_accuracy_analysis
         run_accuracy_analysis(model, inputs, output_dir, self._cfg())
         return 0

@@ -83,3 +83,16 @@ def toolkit2_platforms() -> list[str]:
 
 def toolkit1_platforms() -> list[str]:
     return [c.name for c in all_chips().values() if c.toolkit == 1]
+
+
+class NPUCoreMask:
+    """``core_mask`` values of init_runtime (seed 002 §5.3.1)."""
+
+    NPU_CORE_AUTO = 0x0
+    NPU_CORE_0 = 0x1
+    NPU_CORE_1 = 0x2
+    NPU_CORE_2 = 0x4
+    NPU_CORE_0_1 = 0x3
+    NPU_CORE_0_1_2 = 0x7
+    NPU_CORE_ALL = 0xFFFF
+    VALID_CORE_MASKS = (0x0, 0x1, 0x2, 0x4, 0x3, 0x7, 0xFFFF)

@@ -1,0 +1,378 @@
+"""Turn a built model's structural ONNX graph into the layer list the NPU would execute.
+
+One :class:`Layer` per row of the real tool's "Network Layer Information Table": an
+``InputOperator`` per input, one layer per NPU/CPU op after the hardware fusions of seed 002
+§8.4.2 (Conv+BatchNorm, Conv+activation, Conv+Add(+activation), Conv+Sigmoid·Mul = ConvExSwish),
+and an ``OutputOperator`` per output. Shapes come from ONNX shape inference (all static).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import onnx
+from onnx import TensorProto, helper
+
+from openrknn import log
+from openrknn.errors import ModelLoadError
+from openrknn.graph.rknn_model import RKNNModel
+from openrknn.profile import op_support
+from openrknn.profile.cost_table import CostTable
+
+_ONNX_INT_TYPES = {TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool",
+                   TensorProto.UINT8: "uint8", TensorProto.INT8: "int8", TensorProto.INT16: "int16"}
+
+# quantized_dtype -> (activation dtype, weight dtype); None = float model.
+_QUANT_DTYPES = {
+    None: ("float16", "float16"),
+    "w8a8": ("int8", "int8"), "asymmetric_quantized-8": ("int8", "int8"),
+    "asymmetric_quantized-u8": ("uint8", "uint8"), "dynamic_fixed_point-i8": ("int8", "int8"),
+    "dynamic_fixed_point-8": ("int8", "int8"), "w8a16": ("int16", "int8"), "w16a16i": ("int16", "int16"),
+    "w16a16i_dfp": ("int16", "int16"), "dynamic_fixed_point-i16": ("int16", "int16"),
+    "dynamic_fixed_point-16": ("int16", "int16"), "w4a16": ("float16", "int4"),
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor as one layer sees it."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    const: bool = False
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape) if self.shape else 1
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """Sizes of a convolution-like layer (FC and MatMul are 1x1 convolutions over ``rows`` pixels)."""
+
+    rows: int               # N·OH·OW output pixels (for ConvTranspose: input pixels)
+    kh: int
+    kw: int
+    cin: int                # input channels per group
+    cout: int               # output channels per group
+    groups: int
+    width: int = 0          # output width of a convolution (0: not a spatial convolution)
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.cin == 1
+
+    @property
+    def macs(self) -> int:
+        return self.rows * self.kh * self.kw * self.cin * self.cout * self.groups
+
+
+@dataclass
+class Layer:
+    """One row of the per-layer table, before costing."""
+
+    op_type: str                  # printed OpType (fused name, e.g. ConvRelu)
+    onnx_op: str                  # ONNX op of the main node
+    name: str                     # main node (or tensor) name
+    kind: str                     # conv/depthwise/fc/matmul/pool/eltwise/activation/data/... /input/output
+    target: str                   # 'NPU' or 'CPU'
+    dtype: str                    # input data type (DataType column)
+    inputs: list[TensorInfo] = field(default_factory=list)   # activations, then weights/bias
+    outputs: list[TensorInfo] = field(default_factory=list)
+    conv: ConvGeometry | None = None
+    nodes: tuple[str, ...] = ()
+    low_efficiency: bool = False
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.onnx_op}:{self.name}"
+
+    @property
+    def macs(self) -> int:
+        return self.conv.macs if self.conv else 0
+
+
+def default_dtypes(quantized_dtype: str | None) -> tuple[str, str]:
+    """``(activation dtype, weight dtype)`` of a model built with ``quantized_dtype``."""
+    return _QUANT_DTYPES.get(quantized_dtype, ("int8", "int8"))
+
+
+class _Graph:
+    """Shape-inferred view of the structural graph with constants resolved."""
+
+    def __init__(self, model: RKNNModel) -> None:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model.graph, strict_mode=False, data_prop=True)
+        except Exception as e:  # noqa: BLE001 - onnx raises several types; we only need a clear message
+            raise ModelLoadError(f"shape inference of the built model failed ({e}); eval_perf/eval_memory need "
+                                 f"static shapes: fix the input shapes with load_onnx(inputs=..., input_size_list=...)") from e
+        g = inferred.graph
+        self.graph = g
+        self.elem_type: dict[str, int] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            t = vi.type.tensor_type
+            self.elem_type[vi.name] = t.elem_type
+            if t.HasField("shape"):
+                self.shapes[vi.name] = tuple(max(int(d.dim_value), 1) if d.HasField("dim_value") else 1
+                                             for d in t.shape.dim)
+        self.consts: set[str] = set()
+        for init in g.initializer:
+            self.consts.add(init.name)
+            self.shapes[init.name] = tuple(int(d) for d in init.dims)
+            self.elem_type[init.name] = init.data_type
+        self.inputs = [vi.name for vi in g.input if vi.name not in self.consts]
+        self.outputs = [vi.name for vi in g.output]
+        self.nodes = self._live_nodes(g)
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for n in self.nodes:
+            for i in n.input:
+                if i:
+                    self.consumers.setdefault(i, []).append(n)
+        self.producer = {o: n for n in self.nodes for o in n.output}
+
+    def _live_nodes(self, g: onnx.GraphProto) -> list[onnx.NodeProto]:
+        """Nodes left after constant folding and alias removal, in topological order."""
+        self.alias: dict[str, str] = {}
+        live = []
+        for n in g.node:
+            ins = [self.alias.get(i, i) for i in n.input if i]
+            if n.op_type in op_support.SHAPE_OPS or (ins and all(i in self.consts for i in ins)):
+                self.consts.update(n.output)
+                if n.op_type == "Constant":
+                    for a in n.attribute:
+                        if a.name == "value":
+                            self.shapes[n.output[0]] = tuple(int(d) for d in a.t.dims)
+                continue
+            if n.op_type in op_support.ALIAS_OPS and ins:
+                self.alias[n.output[0]] = ins[0]
+                continue
+            node = helper.make_node(n.op_type, [self.alias.get(i, i) for i in n.input], list(n.output),
+                                    name=n.name or f"{n.op_type}_{len(live)}", domain=n.domain)
+            node.attribute.extend(n.attribute)
+            live.append(node)
+        self.outputs_resolved = [self.alias.get(o, o) for o in [vi.name for vi in g.output]]
+        return live
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.shapes.get(self.alias.get(name, name), ())
+
+    def single_consumer(self, name: str) -> onnx.NodeProto | None:
+        users = self.consumers.get(name, [])
+        if len(users) == 1 and name not in self.outputs_resolved:
+            return users[0]
+        return None
+
+
+class LayerBuilder:
+    """Builds the layer list of one model for one chip (see module docstring)."""
+
+    def __init__(self, model: RKNNModel, cost: CostTable, float_on_npu: bool = True) -> None:
+        self.model = model
+        self.cost = cost
+        self.float_on_npu = float_on_npu
+        self.g = _Graph(model)
+        self.act_dtype, self.weight_dtype = default_dtypes(model.quantized_dtype)
+        op_target = (model.metadata or {}).get("op_target") or {}
+        self.forced_cpu = {k for k, v in op_target.items() if str(v).lower() == "cpu"}
+
+    # --- dtypes -----------------------------------------------------------------------------
+    def dtype(self, name: str) -> str:
+        if name in self.model.tensor_dtypes:
+            return self.model.tensor_dtypes[name]
+        et = self.g.elem_type.get(name)
+        if et in _ONNX_INT_TYPES and not (name in self.g.consts and et in (TensorProto.INT8, TensorProto.UINT8)):
+            return _ONNX_INT_TYPES[et]
+        if name in self.g.inputs and self.model.is_quantized and len(self.g.shape(name)) == 4:
+            return "uint8"          # image inputs of quantized models are fed as UINT8 (seed 002 §4.1.3)
+        if name in self.g.consts:
+            return self.weight_dtype
+        return self.act_dtype
+
+    def info(self, name: str) -> TensorInfo:
+        return TensorInfo(name, self.g.shape(name), self.dtype(name), name in self.g.consts)
+
+    # --- build ------------------------------------------------------------------------------
+    def build(self) -> list[Layer]:
+        layers = [Layer("InputOperator", "InputOperator", name, "input", "CPU", self.dtype(name),
+                        outputs=[self.info(name)]) for name in self.g.inputs]
+        used: set[str] = set()
+        self._done: set[str] = set(self.g.inputs) | self.g.consts
+        for node in self.g.nodes:
+            if node.name in used:
+                continue
+            group = self._fuse(node)
+            self._done.update(o for n in group for o in n.output)
+            used.update(n.name for n in group)
+            layers.append(self._layer(group))
+        for name in self.g.outputs_resolved:
+            t = self.info(name)
+            layers.append(Layer("OutputOperator", "OutputOperator", name, "output", "CPU", t.dtype, inputs=[t]))
+        return layers
+
+    def _is_weighted(self, node: onnx.NodeProto) -> bool:
+        if node.op_type in ("Conv", "ConvTranspose"):
+            return True
+        return node.op_type in ("Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in self.g.consts
+
+    def _fuse(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        """The main node plus the nodes the NPU fuses into it (seed 002 §8.4.2)."""
+        group = [node]
+        if not self._is_weighted(node) or self._cpu_forced(node):
+            return group
+        cur = node.output[0]
+        nxt = self.g.single_consumer(cur)
+        if nxt is not None and nxt.op_type == "BatchNormalization":
+            group.append(nxt)
+            cur = nxt.output[0]
+        act = self._activation_after(cur)
+        if act:
+            group.extend(act)
+            return group
+        nxt = self.g.single_consumer(cur)
+        if nxt is not None and nxt.op_type == "Add" and not self._cpu_forced(nxt):
+            other = [i for i in nxt.input if i != cur]
+            if other and other[0] not in self.g.consts and other[0] in self._done:
+                group.append(nxt)
+                group.extend(self._activation_after(nxt.output[0]))
+        return group
+
+    def _activation_after(self, cur: str) -> list[onnx.NodeProto]:
+        users = self.g.consumers.get(cur, [])
+        if cur in self.g.outputs_resolved:
+            return []
+        if len(users) == 2 and {u.op_type for u in users} == {"Sigmoid", "Mul"}:      # x·sigmoid(x) = SiLU
+            sig = next(u for u in users if u.op_type == "Sigmoid")
+            mul = next(u for u in users if u.op_type == "Mul")
+            if set(mul.input) == {cur, sig.output[0]} and self.g.single_consumer(sig.output[0]) is mul:
+                return [sig, mul]
+        if len(users) == 1 and users[0].op_type in op_support.FUSED_ACTIVATIONS and not self._cpu_forced(users[0]):
+            return [users[0]]
+        return []
+
+    def _cpu_forced(self, node: onnx.NodeProto) -> bool:
+        return node.name in self.forced_cpu or any(o in self.forced_cpu for o in node.output)
+
+    def _printed(self, group: list[onnx.NodeProto]) -> str:
+        main = group[0]
+        if not self._is_weighted(main):
+            return op_support.PRINTED_NAME.get(main.op_type, main.op_type)
+        name = "Conv" if main.op_type != "ConvTranspose" else "ConvTranspose"
+        ops = [n.op_type for n in group[1:] if n.op_type != "BatchNormalization"]
+        if ops[-2:] == ["Sigmoid", "Mul"]:
+            ops = ops[:-2] + ["Swish"]
+        return name + "".join(op_support.FUSED_ACTIVATIONS.get(o, o) for o in ops)
+
+    def _layer(self, group: list[onnx.NodeProto]) -> Layer:
+        main, last = group[0], group[-1]
+        acts = [i for n in group for i in n.input if i and i not in self.g.consts
+                and i not in {o for m in group for o in m.output}]
+        weights = [i for i in main.input[1:] if i in self.g.consts] if self._is_weighted(main) else []
+        inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self.info(w) for w in weights]
+        outputs = [self.info(o) for o in last.output if o]
+        kind, conv = self._kind(main)
+        layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU",
+                      inputs[0].dtype if inputs else self.act_dtype, inputs, outputs, conv,
+                      tuple(n.name for n in group),
+                      low_efficiency=len(group) == 1 and main.op_type in op_support.LOW_EFFICIENCY_OPS)
+        layer.target = self._target(main, layer)
+        return layer
+
+    def _target(self, node: onnx.NodeProto, layer: Layer) -> str:
+        op = node.op_type
+        if self._cpu_forced(node) or op in op_support.CPU_OPS or op in self.cost.cpu_ops:
+            return "CPU"
+        if op not in op_support.NPU_OPS and op not in self.cost.npu_ops:
+            log.debug(f"eval_perf: op {op} ({node.name}) has no NPU kernel in the cost model; costed on the CPU")
+            return "CPU"
+        if any(t.dtype == "int64" for t in layer.inputs if not t.const):
+            return "CPU"
+        if layer.op_type == "Reshape" and self.cost.toolkit == 2 and \
+                any(o.name in self.g.outputs_resolved for o in layer.outputs):
+            return "CPU"            # a final Reshape is done by the CPU (seed 002 §4.1.3 example)
+        if layer.dtype in ("float16", "float32") and not self.float_on_npu:
+            return "CPU"
+        return "NPU"
+
+    def _kind(self, node: onnx.NodeProto) -> tuple[str, ConvGeometry | None]:
+        op = node.op_type
+        if op in ("Conv", "ConvTranspose"):
+            return self._conv_kind(node)
+        if op in ("Gemm", "MatMul"):
+            a, b = self.g.shape(node.input[0]), self.g.shape(node.input[1])
+            if not a or not b:
+                return "fc", None
+            trans_b = any(x.name == "transB" and x.i for x in node.attribute)
+            k = a[-1] if not any(x.name == "transA" and x.i for x in node.attribute) else a[0]
+            n_out = b[-2] if trans_b else b[-1]
+            batch = math.prod(b[:-2]) if len(b) > 2 else 1
+            rows = math.prod(a) // max(k, 1)
+            geo = ConvGeometry(rows=rows, kh=1, kw=1, cin=k, cout=n_out, groups=1)
+            if batch > 1:
+                geo = ConvGeometry(rows=rows // batch, kh=1, kw=1, cin=k, cout=n_out, groups=batch)
+            return ("fc" if node.input[1] in self.g.consts else "matmul"), geo
+        if op == "GlobalAveragePool":
+            s = self.g.shape(node.input[0])
+            if len(s) == 4:
+                return "depthwise", ConvGeometry(s[0], s[2], s[3], 1, 1, s[1], 1)
+        return _SIMPLE_KIND.get(op, "other"), None
+
+    def _conv_kind(self, node: onnx.NodeProto) -> tuple[str, ConvGeometry | None]:
+        x, w = self.g.shape(node.input[0]), self.g.shape(node.input[1])
+        y = self.g.shape(node.output[0])
+        if len(w) < 3 or not x or not y:
+            return "conv", None
+        groups = next((a.i for a in node.attribute if a.name == "group"), 1)
+        kh, kw = (w[2], w[3]) if len(w) == 4 else (1, w[2])
+        if node.op_type == "ConvTranspose":
+            rows = math.prod(x) // max(x[1], 1)
+            geo = ConvGeometry(rows, kh, kw, x[1] // groups, w[1], groups, x[-1])
+        else:
+            rows = math.prod(y) // max(y[1], 1)
+            geo = ConvGeometry(rows, kh, kw, w[1], w[0] // groups, groups, y[-1])
+        if geo.depthwise:
+            return "depthwise", geo
+        fc = kh == kw == 1 and geo.groups == 1 and math.prod(y[2:]) == 1 and node.op_type == "Conv"
+        return ("fc" if fc else "conv"), geo     # a 1x1 conv on a 1x1 map is a fully connected layer
+
+
+_SIMPLE_KIND = {
+    **{op: "eltwise" for op in ("Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Pow", "Where",
+                                 "Equal", "Less", "Greater", "And", "Or")},
+    **{op: "activation" for op in ("Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Elu", "Selu",
+                                    "HardSwish", "HardSigmoid", "Softplus", "Gelu", "Erf", "Exp", "Sqrt",
+                                    "Neg", "Abs", "Reciprocal", "Log", "Sin", "Cos", "Cast", "Swish", "Mish",
+                                    "ThresholdedRelu", "Celu", "Round", "Floor", "Ceil", "Not")},
+    **{op: "pool" for op in ("MaxPool", "AveragePool", "GlobalMaxPool", "LpPool")},
+    **{op: "data" for op in ("Concat", "Split", "Slice", "Transpose", "Reshape", "Flatten", "Squeeze",
+                              "Unsqueeze", "Pad", "Tile", "DepthToSpace", "SpaceToDepth", "Expand", "Gather",
+                              "GatherElements", "GatherND", "ScatterND", "ScatterElements")},
+    **{op: "resize" for op in ("Resize", "Upsample")},
+    **{op: "softmax" for op in ("Softmax", "LogSoftmax")},
+    **{op: "reduce" for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2",
+                                "ArgMax", "ArgMin", "TopK", "CumSum")},
+    **{op: "norm" for op in ("LayerNormalization", "InstanceNormalization", "BatchNormalization",
+                              "LpNormalization")},
+}
+
+
+def build_layers(model: RKNNModel, cost: CostTable, float_on_npu: bool = True) -> list[Layer]:
+    """The executed layer list of ``model`` (see :class:`LayerBuilder`)."""
+    return LayerBuilder(model, cost, float_on_npu).build()
+
+
+def weight_tensors(model: RKNNModel) -> dict[str, tuple[tuple[int, ...], int]]:
+    """Initializers of the structural graph: ``name -> (shape, onnx elem type)``."""
+    out: dict[str, tuple[tuple[int, ...], int]] = {}
+    for init in model.graph.graph.initializer:
+        out[init.name] = (tuple(int(d) for d in init.dims), init.data_type)
+    for n in model.graph.graph.node:
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    out[n.output[0]] = (tuple(int(d) for d in a.t.dims), a.t.data_type)
+    return out
+
+
+__all__ = ["Layer", "TensorInfo", "ConvGeometry", "build_layers", "default_dtypes", "weight_tensors"]

@@ -1,0 +1,141 @@
+"""eval_perf cost model: calibration, monotonicity, core_mask, fallback, fusion names, result dict."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from openrknn.chips import get_chip
+from openrknn.errors import ConfigError
+from openrknn.api.common import NPUCoreMask
+from openrknn.profile import estimate_perf
+from openrknn.profile.calibration import CALIBRATION_POINTS, CALIBRATION_TOLERANCE, predict, with_cost
+from openrknn.profile.cost_model import padded_macs
+from openrknn.profile.cost_table import cost_table
+from openrknn.profile.layers import ConvGeometry, Layer, TensorInfo
+from openrknn.profile.reference_nets import NetBuilder, reference_model, wrap_onnx
+
+
+def conv_net(channels: int, size: int = 56, depth: int = 3, act: str | None = "relu", k: int = 3):
+    b = NetBuilder("convs", (1, channels, size, size))
+    x = "input"
+    for _ in range(depth):
+        x = b.conv(x, channels, k, act=act)
+    return b.model([x])
+
+
+def total(onnx_model, chip="rk3588", dtype="w8a8", mask=NPUCoreMask.NPU_CORE_AUTO, chip_obj=None):
+    return estimate_perf(wrap_onnx(onnx_model, dtype, chip), chip_obj or get_chip(chip), mask).total_time_us
+
+
+@pytest.mark.parametrize("point", CALIBRATION_POINTS, ids=lambda p: f"{p.chip}-{p.network}")
+def test_calibration_figures_reproduced(point):
+    assert abs(predict(point) / point.total_us - 1) <= CALIBRATION_TOLERANCE
+
+
+def test_time_grows_with_macs():
+    times = [total(conv_net(c)) for c in (32, 64, 128, 256)]
+    assert times == sorted(times) and times[-1] > 4 * times[0]
+
+
+def test_lower_bandwidth_is_slower():
+    chip = get_chip("rk3566")
+    slow_chip = with_cost(chip, ddr=dict(chip.cost["ddr"], freq_mhz=chip.cost["ddr"]["freq_mhz"] / 4))
+    memory_bound = conv_net(16, size=224, k=1)
+    assert total(memory_bound, "rk3566", chip_obj=slow_chip) > 2 * total(memory_bound, "rk3566", chip_obj=chip)
+    compute_bound = conv_net(64, size=112)
+    assert total(compute_bound, "rk3566", chip_obj=slow_chip) >= total(compute_bound, "rk3566", chip_obj=chip)
+
+
+def test_rw_bytes_and_ddr_cycles_grow_with_tensor_size():
+    small = estimate_perf(wrap_onnx(conv_net(32, 28)), get_chip("rk3588"))
+    big = estimate_perf(wrap_onnx(conv_net(32, 56)), get_chip("rk3588"))
+    assert big.total_rw_kb > 3 * small.total_rw_kb
+    assert big.layers[1].ddr_cycles > 3 * small.layers[1].ddr_cycles
+
+
+def test_core_mask_changes_rk3588_estimate():
+    model = reference_model("resnet50", "w8a8")
+    one = estimate_perf(model, get_chip("rk3588"), NPUCoreMask.NPU_CORE_AUTO)
+    two = estimate_perf(model, get_chip("rk3588"), NPUCoreMask.NPU_CORE_0_1)
+    three = estimate_perf(model, get_chip("rk3588"), NPUCoreMask.NPU_CORE_0_1_2)
+    assert three.total_time_us < two.total_time_us < one.total_time_us
+    assert estimate_perf(model, get_chip("rk3588"), NPUCoreMask.NPU_CORE_ALL).total_time_us == three.total_time_us
+    conv = next(r for r in three.layers if r.op_type.startswith("Conv"))
+    assert conv.workload == pytest.approx((1 / 3, 1 / 3, 1 / 3))
+    pool = next(r for r in three.layers if r.op_type == "MaxPool")     # MaxPool is not split (seed 002 §5.3.2)
+    assert pool.workload == (1.0, 0.0, 0.0)
+
+
+def test_core_mask_rejected_where_cores_do_not_exist():
+    model = reference_model("mobilenet_v2", "w8a8")
+    with pytest.raises(ConfigError, match="core"):
+        estimate_perf(model, get_chip("rk3566"), NPUCoreMask.NPU_CORE_0_1)
+    with pytest.raises(ConfigError, match="core"):
+        estimate_perf(model, get_chip("rk3576"), NPUCoreMask.NPU_CORE_0_1_2)
+    assert estimate_perf(model, get_chip("rk3576"), NPUCoreMask.NPU_CORE_0_1).total_time_us > 0
+
+
+def test_float16_slower_than_int8():
+    model = conv_net(128)
+    assert total(model, dtype=None) > total(model, dtype="w8a8")
+
+
+def test_fused_op_names_like_the_real_tool():
+    names = {r.op_type for r in estimate_perf(reference_model("resnet50"), get_chip("rk3588")).layers}
+    assert {"InputOperator", "ConvRelu", "Conv", "ConvAddRelu", "MaxPool", "OutputOperator"} <= names
+    mv2 = estimate_perf(reference_model("mobilenet_v2"), get_chip("rk3588"))
+    counts = {t: sum(r.op_type == t for r in mv2.layers) for t in ("ConvClip", "ConvAdd", "Conv")}
+    assert counts == {"ConvClip": 35, "ConvAdd": 10, "Conv": 9}      # seed 002 §4.1.3 ranking table
+    assert "ConvExSwish" in {r.op_type for r in estimate_perf(reference_model("yolov8n"), get_chip("rk3588")).layers}
+
+
+def _argmax_model():
+    w = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("ArgMax", ["r"], ["y"], name="argmax", axis=1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT64, [1, 1, 32, 32])], [w])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_unsupported_and_forced_ops_run_on_cpu():
+    model = wrap_onnx(_argmax_model())
+    rows = {r.name: r for r in estimate_perf(model, get_chip("rk3588")).layers}
+    assert rows["argmax"].target == "CPU" and rows["conv"].target == "NPU" and rows["conv"].op_type == "ConvRelu"
+    model.metadata["op_target"] = {"relu": "cpu"}
+    rows = {r.name: r for r in estimate_perf(model, get_chip("rk3588")).layers}
+    assert rows["relu"].target == "CPU" and rows["conv"].op_type == "Conv"
+
+
+def test_result_dict_keys():
+    rep = estimate_perf(reference_model("mobilenet_v2"), get_chip("rk3588"))
+    d = rep.to_dict()
+    assert d["total_time"] == rep.total_time_us
+    assert {"name", "operation", "target", "time"} <= set(d["layers"][1])
+    assert set(d) == {"total_time", "layers"}
+    assert rep.to_dict(perf_debug=False) == {"total_time": rep.total_time_us}    # toolkit2-1.1 §3.5.9
+    t1 = estimate_perf(reference_model("mobilenet_v1", "asymmetric_quantized-u8"), get_chip("rk1808")).to_dict()
+    assert set(t1["layers"][0]) == {"name", "time"}
+
+
+def test_csv_written(tmp_path):
+    rep = estimate_perf(reference_model("mobilenet_v2"), get_chip("rk3588"))
+    lines = rep.to_csv(tmp_path / "eval_perf.csv").read_text().splitlines()
+    assert lines[0].startswith("ID,OpType,DataType,Target") and len(lines) == len(rep.layers) + 1
+
+
+@pytest.mark.parametrize("cin, out_hw, cout, published", [
+    (64, (75, 75), 192, 1215000),     # seed 002 fig 8-6, layer 12
+    (3, (240, 320), 32, 1382400),     # fig 8-3, layer 1
+    (32, (120, 160), 64, 691200),     # fig 8-3, layer 2
+    (128, (60, 80), 128, 1382400),    # fig 8-4, layer 118
+])
+def test_padded_mac_formula_matches_published_npu_cycles(cin, out_hw, cout, published):
+    """Validation (not calibration): the tables' NPUCycles of 3x3 int8 convs equal padded MACs / 512."""
+    h, w = out_hw
+    layer = Layer("Conv", "Conv", "c", "conv", "NPU", "int8", [TensorInfo("x", (1, cin, h, w), "int8")], [],
+                  ConvGeometry(h * w, 3, 3, cin, cout, 1, w))
+    t = cost_table(get_chip("rk3566"))
+    assert padded_macs(layer, t) / t.macs("int8") == published
