@@ -96,7 +96,7 @@ class GraphBuilder:
 
     # ------------------------------------------------------------------ nodes
     def node(self, op_type: str, inputs: Sequence[str], name: str, outputs: Sequence[str] | None = None,
-             n_outputs: int = 1, **attrs: Any) -> Any:
+             n_outputs: int = 1, output: str | None = None, **attrs: Any) -> Any:
         """Append one node.
 
         Args:
@@ -105,12 +105,15 @@ class GraphBuilder:
             name: node name (made unique); also the default output tensor name.
             outputs: output tensor names to use (made unique); default derived from ``name``.
             n_outputs: number of outputs when ``outputs`` is not given.
+            output: shorthand for ``outputs=[output]``.
             **attrs: ONNX attributes (None values are skipped).
 
         Returns:
             The output name, or a list of names when the node has several outputs.
         """
         node_name = self._unique_node(name)
+        if output is not None:
+            outputs = [output]
         if outputs is None:
             outputs = [node_name] if n_outputs == 1 else [f"{node_name}:{i}" for i in range(n_outputs)]
         out_names = [self.unique(o) for o in outputs]

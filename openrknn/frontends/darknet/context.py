@@ -8,7 +8,7 @@ import numpy as np
 
 from openrknn.errors import ModelLoadError
 from openrknn.frontends.darknet.cfg import Section
-from openrknn.frontends.darknet.onnx_graph import OnnxGraph
+from openrknn.frontends.onnx_builder import GraphBuilder
 from openrknn.frontends.darknet.weights import WeightReader
 
 
@@ -53,7 +53,7 @@ class DarknetContext:
         network_input: the [net] input tensor.
     """
 
-    def __init__(self, graph: OnnxGraph, weights: WeightReader, network_input: Tensor) -> None:
+    def __init__(self, graph: GraphBuilder, weights: WeightReader, network_input: Tensor) -> None:
         self.g = graph
         self.weights = weights
         self.network_input = network_input

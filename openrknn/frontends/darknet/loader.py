@@ -11,7 +11,7 @@ from openrknn.frontends import SourceModel
 from openrknn.frontends.darknet import layers as _layers  # noqa: F401  (fills CONVERTERS)
 from openrknn.frontends.darknet.cfg import Section, parse_cfg
 from openrknn.frontends.darknet.context import ALIASES, CONVERTERS, DarknetContext, Tensor
-from openrknn.frontends.darknet.onnx_graph import OnnxGraph
+from openrknn.frontends.onnx_builder import GraphBuilder
 from openrknn.frontends.darknet.weights import WeightReader
 
 INPUT_NAME = "data"
@@ -45,7 +45,8 @@ def load_darknet(model: str, weight: str) -> SourceModel:
     reader = WeightReader(weight)
     log.debug(f"load_darknet: {reader.file} version {reader.major}.{reader.minor}.{reader.revision}, "
               f"seen {reader.seen}")
-    graph = OnnxGraph(os.path.splitext(os.path.basename(model))[0])
+    graph = GraphBuilder(os.path.basename(model))
+    graph.add_input(INPUT_NAME, network_input.shape)
     ctx = DarknetContext(graph, reader, network_input)
     for index, section in enumerate(layer_sections):
         section.index = index
@@ -56,7 +57,8 @@ def load_darknet(model: str, weight: str) -> SourceModel:
         log.warning(f"load_darknet: {reader.file} has {reader.unused} bytes more than {net.file} needs "
                     f"({reader.needed}); they are ignored")
     outputs = _unique(ctx.outputs or [ctx.layers[-1]])
-    onnx_model = graph.finish([(INPUT_NAME, network_input.shape)], [(t.name, t.shape) for t in outputs])
+    onnx_model = graph.finish([t.name for t in outputs], os.path.splitext(os.path.basename(model))[0],
+                              producer="openrknn-darknet")
     return SourceModel(model=onnx_model, framework="darknet", input_layouts={INPUT_NAME: "NCHW"})
 
 

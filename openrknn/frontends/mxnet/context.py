@@ -6,7 +6,7 @@ from typing import Callable
 import numpy as np
 
 from openrknn.errors import ModelLoadError
-from openrknn.frontends.mxnet.onnx_graph import OnnxGraph
+from openrknn.frontends.onnx_builder import GraphBuilder
 from openrknn.frontends.mxnet.symbol import MxNode, Symbol
 
 Converter = Callable[["MxContext", MxNode], str]
@@ -33,7 +33,7 @@ class MxContext:
         params: parameter arrays by name.
     """
 
-    def __init__(self, graph: OnnxGraph, symbol: Symbol, params: dict[str, np.ndarray]) -> None:
+    def __init__(self, graph: GraphBuilder, symbol: Symbol, params: dict[str, np.ndarray]) -> None:
         self.g = graph
         self.symbol = symbol
         self.params = params

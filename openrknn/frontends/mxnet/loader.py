@@ -11,7 +11,7 @@ from openrknn.errors import ModelLoadError, UnsupportedOpError
 from openrknn.frontends import SourceModel
 from openrknn.frontends.mxnet import ops as _ops  # noqa: F401  (fills CONVERTERS)
 from openrknn.frontends.mxnet.context import CONVERTERS, MxContext
-from openrknn.frontends.mxnet.onnx_graph import OnnxGraph
+from openrknn.frontends.onnx_builder import GraphBuilder
 from openrknn.frontends.mxnet.params import read_params
 from openrknn.frontends.mxnet.symbol import MxNode, Symbol, parse_symbol
 
@@ -43,7 +43,7 @@ def load_mxnet(symbol: str, params: str, input_size_list: Sequence[Sequence[int]
     needed = _reachable(sym)
     data_nodes = _data_inputs(sym, arrays, needed)
     sizes = _input_sizes(input_size_list, data_nodes, sym.file)
-    graph = OnnxGraph(os.path.splitext(os.path.basename(symbol))[0])
+    graph = GraphBuilder(os.path.basename(symbol))
     ctx = MxContext(graph, sym, arrays)
     for node, size in zip(data_nodes, sizes):
         ctx.tensors[node.index] = graph.add_input(node.name, size)
@@ -55,7 +55,8 @@ def load_mxnet(symbol: str, params: str, input_size_list: Sequence[Sequence[int]
         if out != 0 or src not in ctx.tensors:
             raise ModelLoadError(f"{sym.file}: head ({src}, {out}) is not the first output of a converted node")
         outputs.append(ctx.tensors[src])
-    onnx_model = graph.finish(list(dict.fromkeys(outputs)))
+    onnx_model = graph.finish(list(dict.fromkeys(outputs)), os.path.splitext(os.path.basename(symbol))[0],
+                              producer="openrknn-mxnet")
     layouts = {v.name: "NCHW" for v in graph.inputs if len(v.type.tensor_type.shape.dim) == 4}
     return SourceModel(model=onnx_model, framework="mxnet", input_layouts=layouts)
 

@@ -5,12 +5,12 @@ import numpy as np
 
 from openrknn.errors import UnsupportedOpError
 from openrknn.frontends.darknet.cfg import Section
-from openrknn.frontends.darknet.onnx_graph import OnnxGraph
+from openrknn.frontends.onnx_builder import GraphBuilder
 
 SUPPORTED = ("linear", "leaky", "relu", "logistic", "tanh", "relu6", "swish", "mish", "elu", "selu", "hardtan")
 
 
-def apply_activation(g: OnnxGraph, x: str, act: str, section: Section, name: str) -> str:
+def apply_activation(g: GraphBuilder, x: str, act: str, section: Section, name: str) -> str:
     """Append activation ``act`` to tensor ``x``; the result tensor is called ``name``.
 
     Math: leaky ``max(x, 0.1x)``, logistic ``1/(1+e^-x)``, swish ``x·σ(x)``,
