@@ -23,6 +23,7 @@ class RuntimeInfo(NPUCoreMask):
     """Information calls of both APIs; subclasses keep the loaded model in ``self._model``."""
 
     _model: Any
+    _runtime: Any
 
     def list_support_target_platform(self, rknn_model: str | None = None) -> dict[str, Any] | None:
         """Print and return the platforms of a model file, or all platforms by NPU category."""
@@ -40,6 +41,17 @@ class RuntimeInfo(NPUCoreMask):
     def list_devices(self) -> tuple[list[str], list[str]]:
         """Boards reachable over adb (none when adb is absent); never raises."""
         return devices.list_devices()
+
+    def _run_inference(self, inputs: Any, data_type: Any, data_format: Any, inputs_pass_through: Any,
+                       get_frame_id: bool) -> list[Any]:
+        """What RKNN.inference and RKNNLite.inference share (the caller turns errors into None)."""
+        from openrknn.errors import RuntimeStateError
+        if self._runtime is None:
+            raise RuntimeStateError("the runtime is not initialised: call init_runtime() before inference()")
+        if data_type is not None and str(data_type) not in ("float32", "float16", "int8", "uint8", "int16"):
+            raise RuntimeStateError(f"data_type '{data_type}' is not valid")
+        outputs = self._runtime.run(inputs, data_format, inputs_pass_through)
+        return outputs + [0] if get_frame_id else outputs
 
     def get_custom_string(self) -> str | None:
         """The model's custom_string (what rknn_query(RKNN_QUERY_CUSTOM_STRING) returns on a board)."""

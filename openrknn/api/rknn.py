@@ -253,14 +253,7 @@ class RKNN(RuntimeInfo):
                   data_format: Sequence[str] | str | None = None, inputs_pass_through: Sequence[int] | None = None,
                   get_frame_id: bool = False) -> list[np.ndarray] | None:
         """Run the model; returns a list of float32 arrays (None on failure)."""
-        if self._runtime is None:
-            raise RuntimeStateError("the runtime is not initialised: call init_runtime() before inference()")
-        if data_type is not None and str(data_type) not in ("float32", "float16", "int8", "uint8", "int16"):
-            raise RuntimeStateError(f"data_type '{data_type}' is not valid")
-        outputs = self._runtime.run(inputs, data_format, inputs_pass_through)
-        if get_frame_id:
-            return outputs + [0]
-        return outputs
+        return self._run_inference(inputs, data_type, data_format, inputs_pass_through, get_frame_id)
 
     @api_call
     def eval_perf(self, is_print: bool = True, fix_freq: bool = True, inputs: Any = None,

@@ -6,9 +6,12 @@ Frontends consult the registry to accept otherwise unknown ops; the simulator ru
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openrknn.errors import ConfigError
+
+if TYPE_CHECKING:
+    import onnx
 
 CUSTOM_DOMAIN = "openrknn.custom"
 

@@ -64,10 +64,7 @@ class RKNNLite(RuntimeInfo):
                   data_format: Sequence[str] | str | None = None, inputs_pass_through: Sequence[int] | None = None,
                   get_frame_id: bool = False) -> list[np.ndarray] | None:
         """Run the model; a list of float32 arrays, or None on error."""
-        if self._runtime is None:
-            raise RuntimeStateError("call init_runtime() before inference()")
-        outputs = self._runtime.run(inputs, data_format, inputs_pass_through)
-        return outputs + [0] if get_frame_id else outputs
+        return self._run_inference(inputs, data_type, data_format, inputs_pass_through, get_frame_id)
 
     def get_sdk_version(self) -> str | None:
         """The version banner; needs load_rknn and init_runtime first (None otherwise)."""
