@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
+
+from openrknn.frontends.protobuf_schema import message_classes
 
 _PACKAGE = "caffe"
 
@@ -193,15 +195,7 @@ def _file_descriptor() -> descriptor_pb2.FileDescriptorProto:
     return fdp
 
 
-def _build_classes() -> dict[str, Any]:
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(_file_descriptor())
-    # protobuf >= 4.21 has GetMessageClass; older releases only MessageFactory.GetPrototype
-    make = getattr(message_factory, "GetMessageClass", None) or message_factory.MessageFactory(pool).GetPrototype
-    return {name: make(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}")) for name in _MESSAGES}
-
-
-_CLASSES = _build_classes()
+_CLASSES = message_classes(_file_descriptor(), _MESSAGES)
 NetParameter = _CLASSES["NetParameter"]
 BlobProto = _CLASSES["BlobProto"]
 BlobShape = _CLASSES["BlobShape"]

@@ -19,7 +19,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2
+
+from openrknn.frontends.protobuf_schema import message_classes
 
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "tensorflow"
@@ -99,18 +101,7 @@ def _build_file() -> descriptor_pb2.FileDescriptorProto:
     return file
 
 
-def _classes() -> dict[str, Any]:
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(_build_file())
-    if hasattr(message_factory, "GetMessageClass"):  # protobuf >= 4.22
-        make = message_factory.GetMessageClass
-    else:
-        make = message_factory.MessageFactory(pool).GetPrototype
-    return {name: make(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
-            for name in ("GraphDef", "NodeDef", "AttrValue", "TensorProto", "TensorShapeProto")}
-
-
-_CLASSES = _classes()
+_CLASSES = message_classes(_build_file(), ("GraphDef", "NodeDef", "AttrValue", "TensorProto", "TensorShapeProto"))
 GraphDef = _CLASSES["GraphDef"]
 NodeDef = _CLASSES["NodeDef"]
 AttrValue = _CLASSES["AttrValue"]
