@@ -95,3 +95,25 @@ def test_random_ops_and_graph_outputs_are_not_folded():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     assert _ops(optimize(model, 3)) == ["RandomUniform", "Add"]
+
+
+def test_unfused_channel_affine_folds_into_conv():
+    """Conv → Mul(γ per channel) → Add(β per channel) → Sub(scalar) becomes one Conv."""
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.normal(size=(4, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.uniform(0.5, 2, (1, 4, 1, 1)).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.normal(size=(4, 1, 1)).astype(np.float32), "beta"),
+             numpy_helper.from_array(np.array(0.25, dtype=np.float32), "shift"),
+             numpy_helper.from_array(rng.normal(size=(1, 1, 6, 6)).astype(np.float32), "spatial")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Mul", ["c", "gamma"], ["m"]),
+             helper.make_node("Add", ["beta", "m"], ["a"]),
+             helper.make_node("Sub", ["a", "shift"], ["s"]),
+             helper.make_node("Mul", ["s", "spatial"], ["y"])]   # not per-channel: must stay
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    folded = optimize(model, 2)
+    assert _ops(folded) == ["Conv", "Mul"]
+    x = rng.normal(size=(1, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(_run(folded, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

@@ -6,7 +6,8 @@ level   passes
 0       none: the graph runs as loaded
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
         static tensors and the Gather/Concat/Unsqueeze chains after them), dead nodes
-2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm
+2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, and per-channel
+        constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms)
 3       level 2 + activation fusion marks (Conv/Gemm/MatMul/Add + Relu, Clip, Sigmoid, ...)
 ======  ==============================================================================
 
@@ -21,6 +22,7 @@ import onnx
 
 from openrknn import log
 from openrknn.graph.passes.activation_fusion import FUSED_ACTIVATION_KEY, fused_activation, mark_activation_fusion
+from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
 from openrknn.graph.passes.constant_folding import fold_constants
@@ -31,8 +33,9 @@ Pass = Callable[[onnx.ModelProto], PassResult]
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     0: [],
     1: [remove_aliases, fold_constants, remove_dead_nodes],
-    2: [remove_aliases, fold_constants, fold_batchnorm, remove_dead_nodes],
-    3: [remove_aliases, fold_constants, fold_batchnorm, remove_dead_nodes, mark_activation_fusion],
+    2: [remove_aliases, fold_constants, fold_batchnorm, fold_channel_affine, remove_dead_nodes],
+    3: [remove_aliases, fold_constants, fold_batchnorm, fold_channel_affine, remove_dead_nodes,
+        mark_activation_fusion],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -66,3 +67,15 @@ def attribute(node: onnx.NodeProto, name: str, default=None):
         if attr.name == name:
             return onnx.helper.get_attribute_value(attr)
     return default
+
+
+def replace_initializer(graph: onnx.GraphProto, node: onnx.NodeProto, index: int, name: str,
+                         value: np.ndarray) -> None:
+    """Give ``node`` a private folded copy (the original may be shared with other nodes)."""
+    existing = {i.name for i in graph.initializer}
+    unique, n = name, 0
+    while unique in existing:
+        n += 1
+        unique = f"{name}_{n}"
+    graph.initializer.append(numpy_helper.from_array(value, unique))
+    node.input[index] = unique

@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from openrknn.graph.passes.base import PassResult, attribute, consumers, graph_output_names, initializers
+from openrknn.graph.passes.base import (PassResult, attribute, consumers, graph_output_names, initializers,
+                                        replace_initializer)
 
 
 def fold_batchnorm(model: onnx.ModelProto) -> PassResult:
@@ -50,10 +51,10 @@ def _fold_one(graph: onnx.GraphProto, bn: onnx.NodeProto) -> bool:
     if bias.shape != k.shape:
         return False
     folded_b = (bias - mean) * k + shift
-    _replace_initializer(graph, producer, 1, producer.name + "_bnfold_w", folded_w.astype(np.float32))
+    replace_initializer(graph, producer, 1, producer.name + "_bnfold_w", folded_w.astype(np.float32))
     if len(producer.input) < 3:
         producer.input.append("")
-    _replace_initializer(graph, producer, 2, producer.name + "_bnfold_b", folded_b.astype(np.float32))
+    replace_initializer(graph, producer, 2, producer.name + "_bnfold_b", folded_b.astype(np.float32))
     producer.output[0] = bn.output[0]
     graph.node.remove(bn)
     return True
@@ -76,15 +77,3 @@ def _scale_output_channels(producer: onnx.NodeProto, w: np.ndarray, k: np.ndarra
             return w * k[:, None] if w.shape[0] == k.size else None
         return w * k[None, :] if w.shape[1] == k.size else None
     return None
-
-
-def _replace_initializer(graph: onnx.GraphProto, node: onnx.NodeProto, index: int, name: str,
-                         value: np.ndarray) -> None:
-    """Give ``node`` a private folded copy (the original may be shared with other nodes)."""
-    existing = {i.name for i in graph.initializer}
-    unique, n = name, 0
-    while unique in existing:
-        n += 1
-        unique = f"{name}_{n}"
-    graph.initializer.append(numpy_helper.from_array(value, unique))
-    node.input[index] = unique
