@@ -33,8 +33,11 @@ def format_model(model: RKNNModel, size: int, path: str = "") -> str:
     counts = collections.Counter(node.op_type for node in model.graph.graph.node)
     lines.append(f"layers: {sum(counts.values())}")
     lines += [f"  {op:<24} {n}" for op, n in counts.most_common()]
+    if model.tensor_dtypes and model.is_quantized:
+        kinds = collections.Counter(model.tensor_dtypes.values())
+        lines.append("tensor dtypes:    " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     if model.quant_params:
-        lines.append(f"quantization parameters ({len(model.quant_params)} tensors):")
+        lines.append(f"quantization parameters ({len(model.quant_params)} tensors; r = scale·(q − zero_point)):")
         for name, params in sorted(model.quant_params.items()):
             lines.append(f"  {name}: " + " ".join(f"{k}={_short(v)}" for k, v in sorted(params.items())))
     return "\n".join(lines)

@@ -1,0 +1,183 @@
+"""Quantization quality and speed on the demo model and the real ONNX models, in one run.
+
+For every model (the embedded demo MobileNet and each ``models/onnx/*.onnx`` of the shared data
+folder) and every algorithm, with the default w8a8 / channel settings::
+
+    build time, cosine mean and min of the main output against onnxruntime fp32 on the original
+    model, and the simulator / onnxruntime latency ratio
+
+Calibration uses the first half of the photos, evaluation the other half (disjoint). The audio
+model (silero VAD) is fed 512-sample rows cut from the photos' grey levels.
+
+Usage: ``python bench/quant_quality.py [--data ../shared] [--algorithms normal,kl_divergence,mmse]``
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from PIL import Image
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from openrknn import log  # noqa: E402
+from rknn.api import RKNN  # noqa: E402
+
+OCR = dict(mean=[127.5] * 3, std=[127.5] * 3)
+DEMO = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
+MODELS = {
+    "demo_mobilenet": dict(size=(224, 224), **DEMO),
+    "ch_ppocr_mobile_v2.0_cls_infer": dict(size=(48, 192), **OCR),
+    "ch_PP-OCRv4_rec_infer": dict(size=(48, 320), **OCR),
+    "silero_vad_16k_op15": dict(size=None),
+}
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+
+
+def _images(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png", ".bmp"))
+
+
+def _audio(image: Path, rng: np.random.Generator) -> list[np.ndarray]:
+    with Image.open(image) as img:
+        grey = np.asarray(img.convert("L").resize((512, 8)), np.float32) / 255.0 - 0.5
+    state = rng.normal(0, 0.05, (2, 1, 128)).astype(np.float32)
+    return [grey[3:4] * 0.6, state, np.array(16000, np.int64)]
+
+
+def _write_dataset(folder: Path, case: dict, images: list[Path]) -> str:
+    path = folder / "dataset.txt"
+    lines = []
+    if case["size"]:
+        lines = [str(p) for p in images]
+    else:
+        rng = np.random.default_rng(0)
+        for i, image in enumerate(images):
+            names = []
+            for k, array in enumerate(_audio(image, rng)):
+                name = folder / f"s{i}_{k}.npy"
+                np.save(name, array)
+                names.append(name.name)
+            lines.append(" ".join(names))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _eval_inputs(case: dict, images: list[Path]) -> list[list[np.ndarray]]:
+    if not case["size"]:
+        rng = np.random.default_rng(1)
+        return [_audio(p, rng) for p in images]
+    h, w = case["size"]
+    out = []
+    for p in images:
+        with Image.open(p) as img:
+            out.append([np.asarray(img.convert("RGB").resize((w, h)), np.uint8)[None]])
+    return out
+
+
+def _reference_feeds(session: ort.InferenceSession, case: dict, inputs: list[np.ndarray]) -> dict:
+    names = [i.name for i in session.get_inputs()]
+    if not case["size"]:
+        return dict(zip(names, inputs))
+    x = (inputs[0].astype(np.float32) - np.float32(case["mean"])) / np.float32(case["std"])
+    return {names[0]: x.transpose(0, 3, 1, 2).astype(np.float32)}
+
+
+def _build(path: str, case: dict, algorithm: str, dataset: str) -> tuple[RKNN, float]:
+    rknn = RKNN()
+    if case["size"]:
+        h, w = case["size"]
+        rknn.config(mean_values=[case["mean"]], std_values=[case["std"]], target_platform="rk3588",
+                    quantized_algorithm=algorithm)
+        ok = rknn.load_onnx(model=path, inputs=[_input_name(path)], input_size_list=[[1, 3, h, w]])
+    else:
+        rknn.config(target_platform="rk3588", quantized_algorithm=algorithm)
+        ok = rknn.load_onnx(model=path, inputs=["input", "state", "sr"], input_size_list=[[1, 512], [2, 1, 128], []])
+    if ok != 0:
+        raise RuntimeError(f"load_onnx failed for {path}")
+    started = time.perf_counter()
+    if rknn.build(do_quantization=True, dataset=dataset) != 0:
+        raise RuntimeError(f"build failed for {path} ({algorithm})")
+    seconds = time.perf_counter() - started
+    if rknn.init_runtime() != 0:
+        raise RuntimeError(f"init_runtime failed for {path}")
+    return rknn, seconds
+
+
+def _input_name(path: str) -> str:
+    model = onnx.load(path, load_external_data=False)
+    return model.graph.input[0].name
+
+
+def _latency(rknn: RKNN, session: ort.InferenceSession, sim_inputs: list, feeds: dict, rounds: int = 10) -> float:
+    sim_t, ref_t = [], []
+    for _ in range(rounds):   # alternate so machine load affects both alike
+        t = time.perf_counter()
+        rknn.inference(inputs=sim_inputs)
+        sim_t.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        session.run(None, feeds)
+        ref_t.append(time.perf_counter() - t)
+    return float(np.median(sim_t) / np.median(ref_t))
+
+
+def bench_model(name: str, path: str, images: list[Path], algorithms: list[str]) -> list[dict]:
+    case = MODELS[name]
+    half = len(images) // 2
+    calibration, evaluation = images[:half], images[half:]
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        dataset = _write_dataset(Path(tmp), case, calibration)
+        eval_inputs = _eval_inputs(case, evaluation)
+        references = [session.run(None, _reference_feeds(session, case, x))[0] for x in eval_inputs]
+        for algorithm in algorithms:
+            rknn, seconds = _build(path, case, algorithm, dataset)
+            cosines = [cosine(rknn.inference(inputs=x)[0], ref) for x, ref in zip(eval_inputs, references)]
+            ratio = _latency(rknn, session, eval_inputs[0], _reference_feeds(session, case, eval_inputs[0]))
+            rows.append(dict(model=name, algorithm=algorithm, build_s=seconds, cos_mean=float(np.mean(cosines)),
+                             cos_min=float(np.min(cosines)), latency_ratio=ratio))
+            rknn.release()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=os.environ.get("OPENRKNN_TEST_DATA", str(REPO.parent / "shared")))
+    parser.add_argument("--algorithms", default="normal,kl_divergence,mmse")
+    args = parser.parse_args(argv)
+    log.configure(verbose=False)
+    log.logger.setLevel("ERROR")
+    data = Path(args.data)
+    images = _images(data / "images")
+    algorithms = args.algorithms.split(",")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        from openrknn.cli.demo_model import build_demo_model
+        demo = Path(tmp) / "demo_mobilenet.onnx"
+        onnx.save(build_demo_model(), demo)
+        rows += bench_model("demo_mobilenet", str(demo), images, algorithms)
+    for path in sorted((data / "models" / "onnx").glob("*.onnx")):
+        if path.stem in MODELS:
+            rows += bench_model(path.stem, str(path), images, algorithms)
+    print(f"{'model':34s} {'algorithm':14s} {'build s':>8s} {'cos mean':>9s} {'cos min':>9s} {'sim/ort':>8s}")
+    for r in rows:
+        print(f"{r['model']:34s} {r['algorithm']:14s} {r['build_s']:8.2f} {r['cos_mean']:9.5f} {r['cos_min']:9.5f} "
+              f"{r['latency_ratio']:8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,13 @@
+"""``normal``: the range is the observed minimum and maximum (seed 002 (6-6), (6-7)).
+
+``q_min = min V``, ``q_max = max V``: no clipping error, one pass over the dataset, but a single
+outlier widens the scale for every value.
+"""
+from __future__ import annotations
+
+from openrknn.quant.algorithms.base import CalibrationAlgorithm, register_algorithm
+
+
+@register_algorithm
+class Normal(CalibrationAlgorithm):
+    name = "normal"

@@ -1,0 +1,274 @@
+"""Mark step: decide how each layer of the structural graph executes once quantized.
+
+Each node gets one *kind*, stored in its ``metadata_props`` under :data:`KIND_KEY` so the
+simulator (and a reloaded ``.rknn``) lowers exactly what was decided here:
+
+================  ===========================================================================
+``qconv``         Conv with constant weights: integer inputs, weights and int32 bias
+``qmatmul``       MatMul/Gemm with a constant 2-D weight: integer, int32 accumulation
+``qmatmul2``      MatMul of two activations: integer, int32 accumulation
+``pass``          moves values only (Reshape, Transpose, MaxPool…): runs on the integers,
+                  output shares the input's parameters
+``fused_act``     Relu/Clip after a ``qconv``/``qmatmul`` (its only user): the producer writes the
+                  activation's parameters and the saturation implements the activation
+``qfloat``        any other layer with integer tensors: dequantized inputs, float32 op,
+                  quantized output
+``internal``      inside a gated activation (hard-swish ``x·clip(x+3,0,6)/6``, swish
+                  ``x·sigmoid(x)``): float32, never stored — the whole activation is one layer
+``float``         runs in float16 even in a quantized model (:data:`FLOAT_OPS`, control flow,
+                  custom ops, weight-only dtypes)
+``other``         produces no float tensor (shape arithmetic…): untouched
+================  ===========================================================================
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import onnx
+from onnx import numpy_helper
+
+KIND_KEY = "openrknn.quant_kind"
+QCONV, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT, FLOAT, OTHER, INTERNAL = (
+    "qconv", "qmatmul", "qmatmul2", "pass", "fused_act", "qfloat", "float", "other", "internal")
+INTEGER_KINDS = frozenset({QCONV, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT})
+
+# Layers the NPU runs in float16 in quantized models: transcendental or normalising maths whose
+# int8 outputs would lose most of their information (seed 002 §7: such layers are the usual
+# hybrid-quantization candidates); recurrent and control-flow ops.
+FLOAT_OPS = frozenset({
+    "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf", "LayerNormalization",
+    "InstanceNormalization", "GroupNormalization", "Cast", "LSTM", "GRU", "RNN", "If", "Loop", "Scan",
+    "ReduceL2", "ReduceLogSumExp", "CumSum",
+})
+PASS_OPS = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Slice",
+                      "Gather", "Split"})
+PASS_OPS_OPSET12 = frozenset({"MaxPool"})
+
+
+@dataclass
+class Plan:
+    """Result of :func:`mark`.
+
+    Attributes:
+        weights: weight initializer -> (channel axis, group axis) for quantized weights.
+        biases: bias initializer -> (input activation, weight initializer).
+        shared: (tensor, source) pairs: ``tensor`` takes the parameters of ``source``.
+        float_tensors: every float tensor at the top level of the graph.
+    """
+
+    weights: dict[str, tuple[int, int]] = field(default_factory=dict)
+    biases: dict[str, tuple[str, str]] = field(default_factory=dict)
+    shared: list[tuple[str, str]] = field(default_factory=list)
+    float_tensors: set[str] = field(default_factory=set)
+
+
+def node_kind(node: onnx.NodeProto) -> str | None:
+    for prop in node.metadata_props:
+        if prop.key == KIND_KEY:
+            return prop.value
+    return None
+
+
+def set_kind(node: onnx.NodeProto, kind: str) -> None:
+    for prop in node.metadata_props:
+        if prop.key == KIND_KEY:
+            prop.value = kind
+            return
+    entry = node.metadata_props.add()
+    entry.key, entry.value = KIND_KEY, kind
+
+
+def float_tensor_names(model: onnx.ModelProto) -> set[str]:
+    """Float32 tensors of the top-level graph (inputs, node outputs with inferred types)."""
+    typed = list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)
+    return {v.name for v in typed if v.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+
+
+def opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+
+
+def mark(model: onnx.ModelProto, integer_activations: bool) -> Plan:
+    """Give every node of ``model`` a kind (in place) and return what must be quantized."""
+    plan = Plan(float_tensors=float_tensor_names(model))
+    inits = {i.name: i for i in model.graph.initializer}
+    uses = Counter(name for node in model.graph.node for name in node.input)
+    outputs = {o.name for o in model.graph.output}
+    kinds: dict[str, str] = {}
+    pass_ops = PASS_OPS | (PASS_OPS_OPSET12 if opset(model) >= 12 else frozenset())
+    for node in model.graph.node:
+        kind = _classify(node, plan, inits, integer_activations, pass_ops)
+        if kind == FUSED_ACT and not (kinds.get(node.input[0]) in (QCONV, QMATMUL) and uses[node.input[0]] == 1
+                                      and node.input[0] not in outputs and _clip_bounds_known(node, inits)):
+            kind = QFLOAT
+        set_kind(node, kind)
+        for out in node.output:
+            kinds[out] = kind
+        _record(node, kind, plan, inits)
+    if integer_activations:
+        _mark_gated_activations(model, inits, uses, outputs)
+        _absorb_constant_affine(model, inits, uses, outputs)
+        for node in model.graph.node:   # graph passes marked activations fused into their producer
+            if _fused_mark(node) and node_kind(node) == QFLOAT:
+                set_kind(node, INTERNAL)
+    return plan
+
+
+FUSED_ACTIVATION_KEY = "openrknn.fused_activation"   # written by openrknn.graph.passes.activation_fusion
+
+
+def _fused_mark(node: onnx.NodeProto) -> bool:
+    return any(p.key == FUSED_ACTIVATION_KEY for p in node.metadata_props)
+
+
+def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:
+    """Outputs of layers whose activation the graph passes fused (not a ``fused_act`` saturation):
+    the NPU never stores them, so they get no quantization point."""
+    kinds = {}
+    for node in model.graph.node:
+        for name in node.input:
+            kinds.setdefault(name, []).append(node_kind(node))
+    return {node.output[0] for node in model.graph.node
+            if _fused_mark(node) and node.output and kinds.get(node.output[0]) != [FUSED_ACT]}
+
+
+def _absorb_constant_affine(model: onnx.ModelProto, inits, uses: Counter, outputs: set[str]) -> None:
+    """``P → Mul|Add|Sub|Div(constant)``: when ``P`` is a float-computed integer layer (``qfloat``,
+    ``internal``) read only by that op, ``P``'s output is not stored: the pair is one layer."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    for node in model.graph.node:
+        if node.op_type not in ("Mul", "Add", "Sub", "Div") or node_kind(node) != QFLOAT:
+            continue
+        data = [i for i in node.input if i and i not in inits]
+        if len(data) != 1 or len(node.input) != 2:
+            continue
+        source = producer.get(data[0])
+        if (source is not None and node_kind(source) in (QFLOAT, INTERNAL) and uses[data[0]] == 1
+                and data[0] not in outputs and len(source.output) == 1):
+            set_kind(source, INTERNAL)
+
+
+_GATE_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Clip", "Relu", "HardSigmoid", "Sigmoid"})
+
+
+def _mark_gated_activations(model: onnx.ModelProto, inits, uses: Counter, outputs: set[str]) -> None:
+    """``Mul(x, gate(x))`` where ``gate`` is a short chain of unary steps of ``x`` (hard-swish, swish):
+    the gate's tensors, and the product when only a constant scaling follows, become ``internal``."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    for mul in model.graph.node:
+        if mul.op_type != "Mul" or len(mul.input) != 2 or any(i in inits for i in mul.input):
+            continue
+        for gate in (0, 1):
+            chain = _gate_chain(mul.input[gate], mul.input[1 - gate], producer, inits, uses, outputs)
+            if chain:
+                for node in chain:
+                    set_kind(node, INTERNAL)
+                after = readers.get(mul.output[0], [])
+                if (len(after) == 1 and after[0].op_type in ("Div", "Mul") and mul.output[0] not in outputs
+                        and any(i in inits for i in after[0].input)):
+                    set_kind(mul, INTERNAL)
+                break
+
+
+def _gate_chain(tensor: str, source: str, producer, inits, uses: Counter, outputs: set[str]) -> list[onnx.NodeProto]:
+    chain: list[onnx.NodeProto] = []
+    while len(chain) < 4:
+        node = producer.get(tensor)
+        if (node is None or node.op_type not in _GATE_OPS or uses[tensor] != 1 or tensor in outputs
+                or node_kind(node) == FUSED_ACT):
+            return []
+        data = [i for i in node.input if i and i not in inits]
+        if len(data) != 1:
+            return []
+        chain.append(node)
+        tensor = data[0]
+        if tensor == source:
+            return chain
+    return []
+
+
+def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: frozenset) -> str:
+    f_in = [i for i in node.input if i in plan.float_tensors and i not in inits]
+    f_out = [o for o in node.output if o in plan.float_tensors]
+    if not f_out:
+        return OTHER
+    if (not integer or not f_in or node.domain not in ("", "ai.onnx") or node.op_type in FLOAT_OPS
+            or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
+        return FLOAT
+    if node.op_type == "Div" and len(node.input) > 1 and node.input[1] not in inits:
+        return FLOAT
+    if node.op_type == "Conv" and node.input[1] in inits and (len(node.input) < 3 or not node.input[2]
+                                                            or node.input[2] in inits):
+        return QCONV
+    if _is_const_matmul(node, inits):
+        return QMATMUL
+    if node.op_type == "MatMul" and len(f_in) == 2:
+        return QMATMUL2
+    if node.op_type in pass_ops and node.input[0] in f_in and len(f_out) == len([o for o in node.output if o]):
+        return PASS
+    if node.op_type in ("Relu", "Clip"):
+        return FUSED_ACT
+    return QFLOAT
+
+
+def _attr(node: onnx.NodeProto, name: str, default):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _is_const_matmul(node: onnx.NodeProto, inits) -> bool:
+    if node.op_type == "MatMul":
+        return node.input[1] in inits and len(inits[node.input[1]].dims) == 2
+    if node.op_type != "Gemm" or node.input[1] not in inits:
+        return False
+    if _attr(node, "transA", 0) or _attr(node, "alpha", 1.0) != 1.0 or _attr(node, "beta", 1.0) != 1.0:
+        return False
+    return len(node.input) < 3 or not node.input[2] or (node.input[2] in inits and len(inits[node.input[2]].dims) <= 1)
+
+
+def weight_axes(node: onnx.NodeProto) -> tuple[int, int]:
+    """(output-channel axis, reduction axis) of the node's weight (input 1)."""
+    if node.op_type == "Conv":
+        return 0, 1
+    if node.op_type == "Gemm" and _attr(node, "transB", 0):
+        return 0, 1
+    return 1, 0
+
+
+def _clip_bounds_known(node: onnx.NodeProto, inits) -> bool:
+    return node.op_type == "Relu" or all(not name or name in inits for name in node.input[1:])
+
+
+def clip_bounds(node: onnx.NodeProto, inits) -> tuple[float, float]:
+    """The (low, high) of a Relu/Clip activation."""
+    if node.op_type == "Relu":
+        return 0.0, float("inf")
+    lo, hi = _attr(node, "min", float("-inf")), _attr(node, "max", float("inf"))
+    if len(node.input) > 1 and node.input[1]:
+        lo = float(numpy_helper.to_array(inits[node.input[1]]))
+    if len(node.input) > 2 and node.input[2]:
+        hi = float(numpy_helper.to_array(inits[node.input[2]]))
+    return lo, hi
+
+
+def _record(node: onnx.NodeProto, kind: str, plan: Plan, inits) -> None:
+    if kind in (QCONV, QMATMUL) or (kind == FLOAT and (node.op_type == "Conv" or _is_const_matmul(node, inits))
+                                    and node.input[1] in inits):
+        weight = node.input[1]
+        if inits[weight].data_type == onnx.TensorProto.FLOAT:
+            plan.weights[weight] = weight_axes(node)
+        if kind in (QCONV, QMATMUL) and len(node.input) > 2 and node.input[2]:
+            plan.biases[node.input[2]] = (node.input[0], weight)
+    if kind == PASS:
+        for out in node.output:
+            if out:
+                plan.shared.append((out, node.input[0]))
+    if kind == FUSED_ACT:
+        plan.shared.append((node.input[0], node.output[0]))

@@ -1,0 +1,235 @@
+"""``quantize_model``: mark layers, calibrate activations, quantize weights, record everything.
+
+Steps: constants become initializers and BatchNorms fold into their Conv (:mod:`.fold`); every
+layer gets a kind (:mod:`.annotate`); one or two passes over the calibration samples give each
+float tensor its statistics and the algorithm its range; parameters are shared where a layer only
+moves values; weights (and int32 biases) replace the float initializers of the structural graph.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from openrknn import log
+from openrknn.errors import QuantizationError
+from openrknn.graph.rknn_model import RKNNModel
+from openrknn.quant import annotate, numerics
+from openrknn.quant.algorithms import get_algorithm
+from openrknn.quant.calibrate import collect_stats
+from openrknn.quant.fold import constants_to_initializers, fold_affine, fold_batchnorm
+from openrknn.quant.numerics import QuantParams
+from openrknn.quant.settings import QuantSettings
+from openrknn.quant.weights import params_from_range, quantize_bias, quantize_weight
+
+
+def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+                   settings: QuantSettings) -> RKNNModel:
+    """Quantize a built float model with calibration ``samples`` (raw inputs, graph layout).
+
+    Returns:
+        A new :class:`RKNNModel` whose graph holds integer weights and whose ``quant_params`` /
+        ``tensor_dtypes`` describe every tensor.
+
+    Raises:
+        QuantizationError: no usable sample, or the float model fails on one.
+
+    Example:
+        >>> # q = quantize_model(model, load_dataset('dataset.txt', model.inputs), QuantSettings())
+    """
+    started = time.perf_counter()
+    spec = settings.spec
+    if not samples:
+        raise QuantizationError("the calibration dataset has no sample")
+    graph = _prepare(rknn_model.graph)
+    plan = annotate.mark(graph, spec.act_dtype is not None)
+    algorithm = get_algorithm(settings.algorithm)
+    inits = {i.name for i in graph.graph.initializer}
+    act_params: dict[str, QuantParams] = {}
+    stats: dict = {}
+    used = list(samples[:settings.sample_count(len(samples))])
+    if spec.act_dtype is not None:
+        unstored = _float_outputs(graph) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
+        tensors = sorted(_needs_params(graph, plan, inits) - unstored)
+        stats = collect_stats(graph, tensors, used, algorithm.needs_histogram)
+        levels = numerics.qrange(spec.act_dtype, spec.act_qtype)[1] - numerics.qrange(spec.act_dtype, spec.act_qtype)[0]
+        keep_range = _unclipped(graph)
+        for name, st in stats.items():
+            if st.seen:
+                lo, hi = (st.min, st.max) if name in keep_range else algorithm.activation_range(st, levels)
+                act_params[name] = params_from_range(lo, hi, spec.act_dtype, spec.act_qtype)
+        for tensor, source in plan.shared:
+            if source in act_params:
+                act_params[tensor] = act_params[source]
+        for tensor in unstored:
+            act_params.pop(tensor, None)
+    quant_params = {name: p.to_dict() for name, p in act_params.items()}
+    _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats)
+    model = replace(rknn_model, graph=graph, quantized_dtype=settings.canonical, quant_params=quant_params,
+                    tensor_dtypes=_tensor_dtypes(graph, act_params, quant_params))
+    model.metadata = dict(rknn_model.metadata, quantization={
+        "algorithm": settings.algorithm, "method": settings.method, "samples": len(used),
+        "seconds": round(time.perf_counter() - started, 3)})
+    log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
+             f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")
+    return model
+
+
+# Layers whose extreme input values carry the answer: their inputs are never clipped.
+_RANGE_SENSITIVE = frozenset({"Softmax", "LogSoftmax", "ArgMax", "ArgMin", "TopK", "ReduceMax"})
+
+
+def _unclipped(graph: onnx.ModelProto) -> set[str]:
+    """Graph outputs and inputs of range-sensitive layers keep their observed min/max."""
+    names = {o.name for o in graph.graph.output}
+    for node in graph.graph.node:
+        if node.op_type in _RANGE_SENSITIVE:
+            names.update(node.input)
+    return names
+
+
+def _float_outputs(graph: onnx.ModelProto) -> set[str]:
+    """Tensors left in float16 because only float16 layers (or the user) read them.
+
+    An integer Conv/MatMul read only by float layers writes float16 (``s_x·s_w·acc + b``) instead
+    of requantizing; an element-wise integer layer (``qfloat``) in that position becomes a float16
+    layer, which can in turn free its producer — repeated until nothing changes, so the tail of a
+    network after its last integer layer (logits → Softmax) stays in float16.
+    """
+    outputs = {o.name for o in graph.graph.output}
+    float_readers = (annotate.FLOAT, annotate.OTHER, annotate.INTERNAL)
+    result: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        readers: dict[str, list[str]] = {}
+        for node in graph.graph.node:
+            for name in node.input:
+                readers.setdefault(name, []).append(annotate.node_kind(node))
+        for node in graph.graph.node:
+            kind = annotate.node_kind(node)
+            if kind not in (annotate.QCONV, annotate.QMATMUL, annotate.QMATMUL2, annotate.QFLOAT):
+                continue
+            outs = [o for o in node.output if o]
+            if not all(all(k in float_readers for k in readers.get(o, [])) for o in outs):
+                continue
+            if kind == annotate.QFLOAT:
+                annotate.set_kind(node, annotate.FLOAT)
+                changed = True
+            elif not set(outs) <= result:
+                changed = True
+            result.update(outs)
+    return result | (outputs & result)
+
+
+def _needs_params(graph: onnx.ModelProto, plan: annotate.Plan, inits: set[str]) -> set[str]:
+    """Float tensors an integer layer writes or reads (everything else needs no statistics)."""
+    names: set[str] = set()
+    for node in graph.graph.node:
+        if annotate.node_kind(node) in annotate.INTEGER_KINDS:
+            names.update(t for t in list(node.input) + list(node.output)
+                         if t and t in plan.float_tensors and t not in inits)
+    return names
+
+
+def _internal_tensors(graph: onnx.ModelProto) -> set[str]:
+    return {o for n in graph.graph.node if annotate.node_kind(n) == annotate.INTERNAL for o in n.output}
+
+
+def _prepare(source: onnx.ModelProto) -> onnx.ModelProto:
+    graph = onnx.ModelProto()
+    graph.CopyFrom(source)
+    constants_to_initializers(graph)
+    fold_batchnorm(graph)
+    fold_affine(graph)
+    del graph.graph.value_info[:]
+    try:
+        return onnx.shape_inference.infer_shapes(graph, data_prop=True)
+    except Exception as e:  # shape inference raises onnx's own error types
+        raise QuantizationError(f"shape inference failed on the graph to quantize: {e}") from e
+
+
+def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: QuantSettings, algorithm,
+                      act_params: dict[str, QuantParams], quant_params: dict[str, dict], stats: dict) -> None:
+    spec = settings.spec
+    inits = {i.name: i for i in graph.graph.initializer}
+    weight_params: dict[str, QuantParams] = {}
+    errors: dict[str, np.ndarray] = {}
+    for name, (axis, group_axis) in plan.weights.items():
+        array = numpy_helper.to_array(inits[name]).astype(np.float32)
+        q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype, settings.method,
+                                    settings.group_size, algorithm)
+        inits[name].CopyFrom(numpy_helper.from_array(q, name))
+        weight_params[name] = params
+        quant_params[name] = params.to_dict()
+        errors[name] = array - numerics.dequantize(q, params)
+    _correct_biases(graph, plan, errors, stats)
+    inits = {i.name: i for i in graph.graph.initializer}
+    if spec.act_dtype not in ("int8", "uint8"):
+        return   # 16-bit and weight-only layers add their bias in float
+    for name, (x, weight) in plan.biases.items():
+        if x not in act_params or weight not in weight_params:
+            continue
+        q, record = quantize_bias(numpy_helper.to_array(inits[name]).astype(np.float32), act_params[x],
+                                  weight_params[weight])
+        inits[name].CopyFrom(numpy_helper.from_array(q, name))
+        quant_params[name] = record
+
+
+def _correct_biases(graph: onnx.ModelProto, plan: annotate.Plan, errors: dict[str, np.ndarray], stats: dict) -> None:
+    """Bias correction: ``b' = b + (W − Ŵ)·E[x]`` per output channel, ``E[x]`` the calibration mean of
+    each input channel, so the weight rounding adds no systematic offset (Conv and Gemm)."""
+    inits = {i.name: i for i in graph.graph.initializer}
+    for node in graph.graph.node:
+        if node.op_type not in ("Conv", "Gemm") or node.input[1] not in errors or node.input[0] not in stats:
+            continue
+        mean = stats[node.input[0]].channel_mean()
+        delta = _output_shift(node, errors[node.input[1]], mean)
+        if delta is None:
+            continue
+        if len(node.input) > 2 and node.input[2]:
+            bias = numpy_helper.to_array(inits[node.input[2]]).astype(np.float64)
+            inits[node.input[2]].CopyFrom(numpy_helper.from_array((bias + delta).astype(np.float32), node.input[2]))
+        else:
+            name = f"{node.output[0]}__corrected_bias"
+            graph.graph.initializer.append(numpy_helper.from_array(delta.astype(np.float32), name))
+            while len(node.input) < 3:
+                node.input.append("")
+            node.input[2] = name
+            if annotate.node_kind(node) in (annotate.QCONV, annotate.QMATMUL):
+                plan.biases[name] = (node.input[0], node.input[1])
+
+
+def _output_shift(node: onnx.NodeProto, error: np.ndarray, mean: np.ndarray | None) -> np.ndarray | None:
+    if mean is None:
+        return None
+    if node.op_type == "Conv":
+        out_c, group_c = error.shape[0], error.shape[1]
+        if mean.size % group_c or out_c % (mean.size // group_c):
+            return None
+        groups = mean.size // group_c
+        per_out = mean.reshape(groups, group_c)[np.arange(out_c) // (out_c // groups)]
+        return np.einsum("oc,oc->o", error.astype(np.float64).reshape(out_c, group_c, -1).sum(axis=2), per_out)
+    trans_b = any(a.name == "transB" and a.i for a in node.attribute)
+    matrix = error if trans_b else error.T            # [N, K]
+    return matrix.astype(np.float64) @ mean if matrix.shape[1] == mean.size else None
+
+
+def _tensor_dtypes(graph: onnx.ModelProto, act_params: dict[str, QuantParams],
+                   quant_params: dict[str, dict]) -> dict[str, str]:
+    dtypes: dict[str, str] = {}
+    floats = annotate.float_tensor_names(graph)
+    produced_by_int = set()
+    for node in graph.graph.node:
+        if annotate.node_kind(node) in annotate.INTEGER_KINDS:
+            produced_by_int.update(node.output)
+    for name in floats:
+        dtypes[name] = act_params[name].dtype if name in produced_by_int and name in act_params else "float16"
+    for name, record in quant_params.items():
+        if name not in act_params:
+            dtypes[name] = record["dtype"]
+    return dtypes

@@ -1,0 +1,381 @@
+"""Lowering of a quantized model to an onnxruntime graph with integer semantics.
+
+Each structural tensor ``T`` has up to two executable forms: the integer tensor ``T__q`` and a
+float tensor (``T__dq`` = DequantizeLinear of ``T__q``, ``T__fp16`` for float16 layers, or ``T``
+itself for graph inputs/outputs and names used inside subgraphs). Layers are lowered by the kind
+``openrknn.quant.annotate`` stored on them (see docs/quantization.md for the exact arithmetic):
+
+* ``qconv``: ``QLinearConv`` — int8/uint8 inputs and weights, int32 accumulation plus int32 bias,
+  requantization ``clamp(rne(float32(acc)·M_c) + z_y)`` with ``M_c = s_x·s_w[c]/s_y`` per channel.
+* ``qmatmul`` / ``qmatmul2``: ``MatMulInteger`` (int32) [+ int32 bias] → ``Cast`` → ``Mul(M)`` →
+  ``QuantizeLinear(scale 1, z_y)``: the same requantization.
+* ``pass`` / ``fused_act``: the op runs on the integers (the parameters are shared).
+* ``qfloat``: DequantizeLinear inputs, the op in float32, QuantizeLinear output (rne, saturate).
+* ``internal``: a step inside a fused activation, float32, not rounded or stored.
+* ``float``: the op in float32 on float inputs, output rounded to float16.
+
+16-bit activations have no integer kernels in onnxruntime: their Conv/MatMul layers run as
+``qfloat`` on the dequantized int16 weights. Weight-only dtypes (w8a16, w4a16) dequantize the
+weights and run the fp16 lowering of ``openrknn.sim.fp16``.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from openrknn.graph.rknn_model import RKNNModel
+from openrknn.quant import annotate
+from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, dequantize, requant_multiplier
+from openrknn.sim.fp16 import lower_fp16, round_to_fp16
+
+_MS_DOMAIN = "com.microsoft"
+_EIGHT_BIT = ("int8", "uint8")
+_ONNX_TYPES = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8, "int16": onnx.TensorProto.INT16}
+
+
+def lower_quantized(rknn_model: RKNNModel, all_float: bool = False) -> onnx.ModelProto:
+    """The executable graph of a quantized model: float32 inputs and outputs, integer inside.
+
+    Args:
+        rknn_model: a model built with ``do_quantization=True`` (or imported pre-quantized).
+        all_float: also dequantize every integer tensor to ``T__dq`` (for per-layer accuracy
+            analysis; onnxruntime does not prune them, so inference leaves this off).
+
+    Example:
+        >>> # session = onnxruntime.InferenceSession(lower_quantized(model).SerializeToString())
+    """
+    from openrknn.quant.settings import DTYPES
+    spec = DTYPES.get(rknn_model.quantized_dtype or "w8a8", DTYPES["w8a8"])
+    if spec.act_dtype is None:
+        return lower_fp16(_dequantized_weights(rknn_model))
+    return _Lowering(rknn_model, all_float).run()
+
+
+def _dequantized_weights(model: RKNNModel) -> onnx.ModelProto:
+    graph = onnx.ModelProto()
+    graph.CopyFrom(model.graph)
+    for init in graph.graph.initializer:
+        record = model.quant_params.get(init.name)
+        if record and init.data_type != onnx.TensorProto.FLOAT:
+            array = dequantize(numpy_helper.to_array(init), QuantParams.from_dict(record))
+            init.CopyFrom(numpy_helper.from_array(array, init.name))
+    return graph
+
+
+def _outer_references(graph: onnx.GraphProto) -> set[str]:
+    """Names that subgraphs (If/Loop/Scan bodies) read from the enclosing scope."""
+    names: set[str] = set()
+    for node in graph.node:
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subs:
+                for inner in sub.node:
+                    names.update(inner.input)
+                names |= _outer_references(sub)
+    return names
+
+
+class _Lowering:
+    """One lowering run: walks the structural graph in order and emits executable nodes."""
+
+    def __init__(self, model: RKNNModel, all_float: bool = False) -> None:
+        self.src = model.graph
+        self.records = model.quant_params
+        self.dtypes = model.tensor_dtypes
+        self.params = {n: QuantParams.from_dict(r) for n, r in model.quant_params.items() if r["dtype"] in NUMPY_TYPES}
+        self.inits = {i.name: i for i in self.src.graph.initializer}
+        self.all_float = all_float
+        for name, params in list(self.params.items()):
+            if name not in self.inits and params.dtype == "int8":
+                # int8 activations are held as uint8 with z + 128: the same values, and onnxruntime's
+                # u8·s8 kernels are an order of magnitude faster than its s8·s8 ones.
+                self.params[name] = replace(params, dtype="uint8", zero_point=params.zero_point + 128)
+        self.float_tensors = annotate.float_tensor_names(self.src)
+        self.keep = {o.name for o in self.src.graph.output} | _outer_references(self.src.graph)
+        self.opset = annotate.opset(self.src)
+        self.nodes: list[onnx.NodeProto] = []
+        self.new_inits: list[onnx.TensorProto] = []
+        self.int_name: dict[str, str] = {}
+        self.float_name: dict[str, str] = {}
+        self.uses_ms = False
+        self._consts: set[str] = set()
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> onnx.ModelProto:
+        for init in self.src.graph.initializer:
+            if init.data_type == onnx.TensorProto.FLOAT:
+                self.new_inits.append(numpy_helper.from_array(round_to_fp16(numpy_helper.to_array(init)), init.name))
+            else:
+                self.new_inits.append(init)
+        for value in self.src.graph.input:
+            self.float_name[value.name] = value.name
+        for node in self.src.graph.node:
+            kind = annotate.node_kind(node) or self._guess(node)
+            getattr(self, f"_lower_{kind}")(node)
+        for out in self.src.graph.output:
+            if out.name in self.float_tensors or out.name in self.int_name:
+                self.need_float(out.name)
+        if self.all_float:
+            for tensor in list(self.int_name):
+                self.need_float(tensor)
+        return self._model()
+
+    def _model(self) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, self.src.graph.name, list(self.src.graph.input),
+                                  list(self.src.graph.output), self.new_inits)
+        opsets = [o for o in self.src.opset_import if o.domain != _MS_DOMAIN]
+        if self.uses_ms:
+            opsets.append(helper.make_opsetid(_MS_DOMAIN, 1))
+        model = helper.make_model(graph, opset_imports=opsets, ir_version=self.src.ir_version)
+        return model
+
+    def _guess(self, node: onnx.NodeProto) -> str:
+        """Kind of an unmarked node (e.g. a golden layer run alone by accuracy analysis)."""
+        outs = [o for o in node.output if o in self.float_tensors or o in self.params]
+        if not outs:
+            return annotate.OTHER
+        integer = all(o in self.params and self.dtypes.get(o, self.params[o].dtype) != "float16" for o in outs)
+        return annotate.QFLOAT if integer else annotate.FLOAT
+
+    # ------------------------------------------------------------------ tensor forms
+    def const(self, name: str, array: np.ndarray) -> str:
+        self.new_inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def scale_zero(self, tensor: str) -> tuple[str, str]:
+        params = self.params[tensor]
+        s_name, z_name = f"{tensor}__s", f"{tensor}__z"
+        if s_name not in self._consts:
+            self.const(s_name, np.float32(params.scale.ravel()[0]))
+            self.const(z_name, np.array(params.zero_point.ravel()[0], NUMPY_TYPES[params.dtype]))
+            self._consts.add(s_name)
+        return s_name, z_name
+
+    def _qdq_domain(self, dtype: str) -> str:
+        if dtype in _EIGHT_BIT and self.opset >= 10:
+            return ""
+        self.uses_ms = True
+        return _MS_DOMAIN
+
+    def need_int(self, tensor: str) -> str | None:
+        """Name of the integer form of ``tensor`` (QuantizeLinear of its float form if needed)."""
+        if tensor in self.int_name:
+            return self.int_name[tensor]
+        if tensor not in self.params or self.params[tensor].dtype not in _ONNX_TYPES:
+            return None
+        source = self.need_float(tensor)
+        s, z = self.scale_zero(tensor)
+        name = f"{tensor}__q"
+        self.nodes.append(helper.make_node("QuantizeLinear", [source, s, z], [name], name=f"{name}_quantize",
+                                           domain=self._qdq_domain(self.params[tensor].dtype)))
+        self.int_name[tensor] = name
+        return name
+
+    def need_float(self, tensor: str) -> str:
+        """Name of the float form of ``tensor`` (DequantizeLinear of its integer form if needed)."""
+        if tensor in self.float_name:
+            return self.float_name[tensor]
+        if tensor in self.int_name:
+            name = tensor if tensor in self.keep else f"{tensor}__dq"
+            s, z = self.scale_zero(tensor)
+            self.nodes.append(helper.make_node("DequantizeLinear", [self.int_name[tensor], s, z], [name],
+                                               name=f"{name}_dequantize",
+                                               domain=self._qdq_domain(self.params[tensor].dtype)))
+        elif tensor in self.inits and tensor in self.records and self.inits[tensor].data_type != onnx.TensorProto.FLOAT:
+            name = self.const(f"{tensor}__dq", self._dequantized_init(tensor))
+        else:
+            return tensor
+        self.float_name[tensor] = name
+        return name
+
+    def _dequantized_init(self, tensor: str) -> np.ndarray:
+        array = numpy_helper.to_array(self.inits[tensor])
+        record = self.records[tensor]
+        if record["dtype"] == "int32":   # bias: s_x·s_w[c]·q
+            scale = np.asarray(record["scale"], np.float32)
+            return (array.astype(np.float64) * scale.reshape(array.shape if scale.size == array.size else -1)).astype(np.float32)
+        return dequantize(array, QuantParams.from_dict(record))
+
+    def set_int(self, tensor: str) -> str:
+        self.int_name[tensor] = f"{tensor}__q"
+        return self.int_name[tensor]
+
+    def is_8bit(self, *tensors: str) -> bool:
+        return all(t in self.params and self.params[t].dtype in _EIGHT_BIT for t in tensors)
+
+    # ------------------------------------------------------------------ kinds
+    def _lower_other(self, node: onnx.NodeProto) -> None:
+        self._emit_float_inputs(node)
+
+    def _emit_float_inputs(self, node: onnx.NodeProto) -> onnx.NodeProto:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        del copy.metadata_props[:]
+        for i, name in enumerate(copy.input):
+            if name:
+                copy.input[i] = self.need_float(name)
+        for name in _outer_references_of(node):
+            if name in self.int_name or name in self.float_name:
+                self.need_float(name)
+        self.nodes.append(copy)
+        return copy
+
+    def _lower_float(self, node: onnx.NodeProto) -> None:
+        copy = self._emit_float_inputs(node)
+        for i, out in enumerate(node.output):
+            if out not in self.float_tensors:
+                continue
+            raw, half = f"{out}__raw", f"{out}__half"
+            final = out if out in self.keep else f"{out}__fp16"
+            copy.output[i] = raw
+            self.nodes += [helper.make_node("Cast", [raw], [half], to=onnx.TensorProto.FLOAT16, name=f"{half}_cast"),
+                           helper.make_node("Cast", [half], [final], to=onnx.TensorProto.FLOAT, name=f"{final}_cast")]
+            self.float_name[out] = final
+
+    def _lower_internal(self, node: onnx.NodeProto) -> None:
+        """Inside a fused activation: float32, no rounding, no storage."""
+        copy = self._emit_float_inputs(node)
+        for i, out in enumerate(node.output):
+            if out in self.float_tensors and out not in self.keep:
+                copy.output[i] = f"{out}__f32"
+                self.float_name[out] = copy.output[i]
+            elif out:
+                self.float_name[out] = out
+
+    def _lower_qfloat(self, node: onnx.NodeProto) -> None:
+        if not all(o in self.params for o in node.output if o in self.float_tensors):
+            return self._lower_float(node)
+        copy = self._emit_float_inputs(node)
+        for i, out in enumerate(node.output):
+            if out not in self.float_tensors:
+                continue
+            raw = f"{out}__raw"
+            copy.output[i] = raw
+            s, z = self.scale_zero(out)
+            self.nodes.append(helper.make_node("QuantizeLinear", [raw, s, z], [self.set_int(out)],
+                                               name=f"{out}__q_quantize",
+                                               domain=self._qdq_domain(self.params[out].dtype)))
+        return None
+
+    def _lower_pass(self, node: onnx.NodeProto) -> None:
+        outs = [o for o in node.output if o]
+        source = self.need_int(node.input[0]) if all(o in self.params for o in outs) else None
+        if source is None:
+            return self._lower_qfloat(node)
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        del copy.metadata_props[:]
+        if node.op_type == "Dropout":
+            copy = helper.make_node("Identity", [node.input[0]], [node.output[0]], name=node.name)
+        copy.input[0] = source
+        for i, out in enumerate(copy.output):
+            if out:
+                copy.output[i] = self.set_int(out)
+        self.nodes.append(copy)
+        return None
+
+    def _lower_fused_act(self, node: onnx.NodeProto) -> None:
+        src, out = node.input[0], node.output[0]
+        same = (src in self.params and out in self.params
+                and self.params[src].to_dict() == self.params[out].to_dict() and self._saturation_is(node, out))
+        source = self.need_int(src) if same else None
+        if source is None:
+            return self._lower_qfloat(node)
+        self.nodes.append(helper.make_node("Identity", [source], [self.set_int(out)], name=node.name or out))
+        return None
+
+    def _saturation_is(self, node: onnx.NodeProto, out: str) -> bool:
+        """Whether saturating to ``out``'s integer range already applies the Relu/Clip ``node``
+        (asymmetric parameters whose lowest value is 0, or above the clip's lower bound)."""
+        params = self.params[out]
+        low, high = annotate.clip_bounds(node, self.inits)
+        storage_min = {"uint8": 0, "int8": -128, "int16": -32768}[params.dtype]
+        storage_max = {"uint8": 255, "int8": 127, "int16": 32767}[params.dtype]
+        scale, zero = float(params.scale.ravel()[0]), int(params.zero_point.ravel()[0])
+        return scale * (storage_min - zero) >= low and scale * (storage_max - zero) <= high + 1e-6 * scale
+
+    def _lower_qconv(self, node: onnx.NodeProto) -> None:
+        x, w, y = node.input[0], node.input[1], node.output[0]
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if not self._integer_layer(x, w, y, bias) or self.params[x].dtype != self.params[y].dtype:
+            return self._lower_qfloat(node)
+        w_params = self.params[w]
+        channels = self.inits[w].dims[0]
+        w_type = NUMPY_TYPES[w_params.dtype]
+        ws = self.const(f"{w}__ws", np.resize(w_params.scale.ravel().astype(np.float32), channels))
+        wz = self.const(f"{w}__wz", np.resize(w_params.zero_point.ravel(), channels).astype(w_type))
+        xs, xz = self.scale_zero(x)
+        ys, yz = self.scale_zero(y)
+        inputs = [self.need_int(x), xs, xz, w, ws, wz, ys, yz] + ([bias] if bias else [])
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        self.nodes.append(helper.make_node("QLinearConv", inputs, [self.set_int(y)], name=node.name or y, **attrs))
+        return None
+
+    def _integer_layer(self, x: str, w: str, y: str, bias: str | None) -> bool:
+        if not self.is_8bit(x, y) or w not in self.params or self.params[w].dtype not in _EIGHT_BIT:
+            return False
+        if self.params[w].group_size or self.inits[w].data_type == onnx.TensorProto.FLOAT:
+            return False
+        return bias is None or (bias in self.records and self.records[bias]["dtype"] == "int32")
+
+    def _lower_qmatmul(self, node: onnx.NodeProto) -> None:
+        x, w, y = node.input[0], node.input[1], node.output[0]
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if not self._integer_layer(x, w, y, bias):
+            return self._lower_qfloat(node)
+        weight = numpy_helper.to_array(self.inits[w])
+        w_params = self.params[w]
+        transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
+        columns = weight.shape[0] if transposed else weight.shape[1]
+        w_name = self.const(f"{w}__kn", weight.T.copy()) if transposed else w
+        wz = self.const(f"{w}__wz", np.resize(w_params.zero_point.ravel(), columns).astype(weight.dtype))
+        multiplier = requant_multiplier(self.params[x].scale.ravel()[0], np.resize(w_params.scale.ravel(), columns),
+                                        self.params[y].scale.ravel()[0])
+        xs, xz = self.scale_zero(x)
+        acc = f"{y}__acc"
+        self.nodes.append(helper.make_node("MatMulInteger", [self.need_int(x), w_name, xz, wz], [acc],
+                                           name=node.name or acc))
+        if bias:
+            self.nodes.append(helper.make_node("Add", [acc, bias], [f"{y}__accb"], name=f"{y}__bias"))
+            acc = f"{y}__accb"
+        self._requantize(acc, multiplier, y)
+        return None
+
+    def _lower_qmatmul2(self, node: onnx.NodeProto) -> None:
+        a, b, y = node.input[0], node.input[1], node.output[0]
+        if not self.is_8bit(a, b, y):
+            return self._lower_qfloat(node)
+        multiplier = requant_multiplier(self.params[a].scale.ravel()[0], self.params[b].scale.ravel()[:1],
+                                        self.params[y].scale.ravel()[0])[0]
+        _, az = self.scale_zero(a)
+        _, bz = self.scale_zero(b)
+        acc = f"{y}__acc"
+        self.nodes.append(helper.make_node("MatMulInteger", [self.need_int(a), self.need_int(b), az, bz], [acc],
+                                           name=node.name or acc))
+        self._requantize(acc, np.float32(multiplier), y)
+        return None
+
+    def _requantize(self, acc: str, multiplier: np.ndarray, y: str) -> None:
+        """int32 ``acc`` → ``clamp(rne(float32(acc)·M) + z_y)``."""
+        _, yz = self.scale_zero(y)
+        one = self.const(f"{y}__one", np.float32(1.0))
+        m = self.const(f"{y}__m", np.asarray(multiplier, np.float32))
+        self.nodes += [helper.make_node("Cast", [acc], [f"{acc}_f"], to=onnx.TensorProto.FLOAT, name=f"{acc}_cast"),
+                       helper.make_node("Mul", [f"{acc}_f", m], [f"{acc}_m"], name=f"{acc}_scale"),
+                       helper.make_node("QuantizeLinear", [f"{acc}_m", one, yz], [self.set_int(y)],
+                                        name=f"{y}__requantize", domain=self._qdq_domain(self.params[y].dtype))]
+
+
+def _outer_references_of(node: onnx.NodeProto) -> set[str]:
+    names: set[str] = set()
+    for attr in node.attribute:
+        subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs) \
+            if attr.type == onnx.AttributeProto.GRAPHS else []
+        for sub in subs:
+            for inner in sub.node:
+                names.update(inner.input)
+            names |= _outer_references(sub)
+    return names

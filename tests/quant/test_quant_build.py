@@ -1,0 +1,135 @@
+"""Every dtype / method / algorithm builds and runs through the RKNN facade close to float."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rknn.api import RKNN
+from tests.conftest import cosine
+
+MEAN, STD = [[127.5, 127.5, 127.5]], [[64.0, 64.0, 64.0]]
+
+
+def _rknn(model, platform: str, **config) -> RKNN:
+    rknn = RKNN()
+    assert rknn.config(mean_values=MEAN, std_values=STD, target_platform=platform, **config) == 0
+    assert rknn.load_onnx(model=str(model)) == 0
+    return rknn
+
+
+def _outputs(rknn: RKNN, images) -> list[np.ndarray]:
+    assert rknn.init_runtime() == 0
+    return [rknn.inference(inputs=[img])[0] for img in images]
+
+
+@pytest.fixture
+def reference(quant_setup):
+    rknn = _rknn(quant_setup["model"], "rk3588", float_dtype="float32")
+    assert rknn.build(do_quantization=False) == 0
+    return _outputs(rknn, quant_setup["eval"])
+
+
+CASES = [
+    # thresholds: the worst of 4 evaluation images, a margin below what was measured; 16-bit types
+    # lose only where an evaluation image leaves the calibrated range (saturation).
+    ("rk3588", "w8a8", "channel", "normal", 0.99),
+    ("rk3588", "w8a8", "layer", "normal", 0.98),
+    ("rk3588", "w8a8", "channel", "kl_divergence", 0.98),
+    ("rk3588", "w8a8", "channel", "mmse", 0.99),
+    ("rk3562", "w8a16", "channel", "normal", 0.999),
+    ("rk3576", "w4a16", "channel", "normal", 0.8),
+    ("rk3576", "w4a16", "group32", "mmse", 0.95),
+    ("rv1106", "w16a16i", "channel", "normal", 0.99),
+    ("rv1106", "w16a16i_dfp", "layer", "normal", 0.99),
+    ("rk1808", "asymmetric_quantized-u8", "layer", "normal", 0.98),
+    ("rk1808", "dynamic_fixed_point-i8", "channel", "normal", 0.97),
+    ("rk1808", "dynamic_fixed_point-i16", "layer", "mmse", 0.99),
+]
+
+
+@pytest.mark.parametrize("platform,dtype,method,algorithm,threshold", CASES)
+def test_dtype_method_algorithm(quant_setup, reference, platform, dtype, method, algorithm, threshold):
+    rknn = _rknn(quant_setup["model"], platform, quantized_dtype=dtype, quantized_method=method,
+                 quantized_algorithm=algorithm)
+    assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
+    model = rknn._model
+    assert model.is_quantized
+    outputs = _outputs(rknn, quant_setup["eval"])
+    worst = min(cosine(a, b) for a, b in zip(outputs, reference))
+    assert worst >= threshold, f"{dtype}/{method}/{algorithm}: cosine {worst:.5f} < {threshold}"
+    inits = {i.name for i in model.graph.graph.initializer}
+    weights = {name: p for name, p in model.quant_params.items() if name in inits and p["dtype"] != "int32"}
+    assert weights, "no weight quantization parameters recorded"
+    if method == "channel":
+        assert all(p["axis"] is not None for p in weights.values())
+    if method == "layer":
+        assert all(len(p["scale"]) == 1 for p in weights.values())
+    if method == "group32":
+        assert any(p.get("group_size") == 32 for p in model.quant_params.values())
+    if dtype.startswith("dynamic_fixed_point") or dtype.endswith("_dfp"):
+        scales = [s for p in model.quant_params.values() if p["dtype"] != "int32" for s in p["scale"]]
+        assert np.allclose(np.log2(scales), np.round(np.log2(scales)))
+
+
+def test_weights_stored_as_integers(quant_setup):
+    rknn = _rknn(quant_setup["model"], "rk3588")
+    assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
+    from onnx import numpy_helper
+    inits = {i.name: numpy_helper.to_array(i) for i in rknn._model.graph.graph.initializer}
+    kinds = {inits[n].dtype.name for n, p in rknn._model.quant_params.items() if n in inits}
+    assert kinds <= {"int8", "int32"} and "int8" in kinds
+    assert set(rknn._model.tensor_dtypes.values()) >= {"int8", "float16"}
+
+
+def test_export_load_identical(quant_setup, tmp_path):
+    rknn = _rknn(quant_setup["model"], "rk3588", quantized_algorithm="mmse")
+    assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
+    before = _outputs(rknn, quant_setup["eval"])
+    path = tmp_path / "m.rknn"
+    assert rknn.export_rknn(str(path)) == 0
+    loaded = RKNN()
+    assert loaded.load_rknn(str(path)) == 0
+    assert loaded._model.quant_params == rknn._model.quant_params
+    after = _outputs(loaded, quant_setup["eval"])
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_info_shows_quant_params(quant_setup, tmp_path):
+    rknn = _rknn(quant_setup["model"], "rk3588")
+    assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
+    path = tmp_path / "m.rknn"
+    assert rknn.export_rknn(str(path)) == 0
+    from openrknn.cli.info import describe_model
+    text = describe_model(str(path))
+    assert "quantization parameters" in text and "zero_point" in text and "int8" in text
+
+
+def test_dtype_platform_mismatch(quant_setup):
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", quantized_dtype="w16a16i") == -1
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3566", quantized_dtype="w4a16") == -1
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", quantized_dtype="w8a8", quantized_method="group64") == -1
+
+
+def test_settings_validate_rejects():
+    from openrknn.chips import get_chip
+    from openrknn.errors import ConfigError, NotSupportedError
+    from openrknn.quant import QuantSettings
+    with pytest.raises(ConfigError, match="not supported on rk3588"):
+        QuantSettings(dtype="w8a16").validate(get_chip("rk3588"))
+    with pytest.raises(NotSupportedError):
+        QuantSettings(dtype="w4a8").validate(get_chip("rk3576"))
+    assert QuantSettings(dtype="asymmetric_quantized-8").validate(get_chip("rk3588")).canonical == "w8a8"
+    assert QuantSettings(batch_size=3, epochs=2, toolkit=1).sample_count(10) == 6
+    assert QuantSettings().sample_count(10) == 10
+
+
+def test_accuracy_analysis_runs_on_quantized(quant_setup, tmp_path):
+    rknn = _rknn(quant_setup["model"], "rk3588")
+    assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
+    sample = np.ascontiguousarray(quant_setup["eval"][0][None])
+    assert rknn.accuracy_analysis(inputs=[sample], output_dir=str(tmp_path / "snap")) == 0
+    assert any((tmp_path / "snap").iterdir())
