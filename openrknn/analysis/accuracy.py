@@ -87,7 +87,7 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray]) -> AnalysisResult:
                                 "carry: load the source model and build it instead of load_rknn")
     golden_graph = onnx.shape_inference.infer_shapes(model.golden)
     golden = _run_all(golden_graph, feeds)
-    executable, fused_into = _expose_quantized(lower(model))
+    executable, fused_into = _expose_quantized(_lowered(model))
     simulated = _run_all(executable, feeds)
     result = AnalysisResult(golden=golden)
     for name in list(feeds):
@@ -102,6 +102,14 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray]) -> AnalysisResult:
                 result.rows.append(_row(node.op_type, out, golden[out], sim_value))
     _single_layer_errors(model, golden_graph, golden, result, fused_into)
     return result
+
+
+def _lowered(model: RKNNModel) -> onnx.ModelProto:
+    """The simulator's graph, with every integer tensor also dequantized for comparison."""
+    if model.is_quantized:
+        from openrknn.sim.quantized import lower_quantized
+        return lower_quantized(model, all_float=True)
+    return lower(model)
 
 
 def _expose_quantized(graph: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
@@ -212,5 +220,5 @@ def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onn
     record = Record(graph=single, inputs=[], outputs=[], float_dtype=model.float_dtype,
                     quantized_dtype=model.quantized_dtype, tensor_dtypes=model.tensor_dtypes,
                     quant_params=model.quant_params, metadata=model.metadata)
-    executable, _ = _expose_quantized(lower(record))
+    executable, _ = _expose_quantized(_lowered(record))
     return _run_all(executable, {i: golden[i] for i in feed_names})

@@ -43,7 +43,7 @@ SUPPORTED_ONNX_OPS = frozenset({
     "Shape", "Size", "Constant", "ConstantOfShape", "Range", "Cast", "CastLike", "Identity", "Dropout",
     "NonZero", "If",
     # quantization (pre-quantized models)
-    "QuantizeLinear", "DequantizeLinear",
+    "QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul",
 })
 
 

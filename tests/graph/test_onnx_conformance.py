@@ -34,8 +34,12 @@ EXCLUDED = {
         "onnxruntime has no CPU kernel for this dtype combination (never produced for the NPU)",
     r"resize_downsample_scales_(linear|cubic)_align_corners":
         "onnxruntime's align_corners down-sampling differs from the ONNX reference by design",
-    r"^test_(dynamic)?(de)?quantizelinear": "scales fed as model inputs (dynamic quantization); the toolkit imports "
-                                            "static QDQ models, whose import tests live in tests/quant",
+    r"^test_dynamicquantizelinear": "dynamic quantization (scales computed at run time); the toolkit imports "
+                                    "static QDQ models only",
+    r"quantizelinear_blocked": "blocked (group-wise) activation quantization is not an RKNN scheme",
+    r"^test_(de)?quantizelinear|^test_qlinear(conv|matmul)":
+        "integer model inputs/outputs at a quantization boundary (a bare QuantizeLinear output, DequantizeLinear or "
+        "QLinear input): the QDQ importer needs float model I/O; QDQ and QOperator imports are tested in tests/quant",
     r"range_float16": "float16 Range exists only from opset 27, which the runtime (opset ≤ 21) cannot run",
     r"affine_grid_.*_expanded": "onnxruntime rejects the AffineGrid function body once its If condition folds "
                                 "to a constant (optimization_level=0 runs it; see the level-0 check below)",
@@ -62,13 +66,38 @@ def _cases():
 CASES = _cases()
 
 
+_QUANT_OPS = {"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"}
+
+
+def _static_quantization(case):
+    """Node tests feed scales and zero points as inputs; a quantized model has them as constants.
+
+    Returns the model with those inputs turned into initializers (from the first data set) and the
+    data sets without them, so the case exercises the static-QDQ import path."""
+    if not {n.op_type for n in case.model.graph.node} & _QUANT_OPS:
+        return case.model, case.data_sets
+    names = [v.name for v in case.model.graph.input]
+    frozen = [i for i, n in enumerate(names) if "scale" in n or "zero_point" in n]
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    first = case.data_sets[0][0]
+    for i in frozen:
+        model.graph.initializer.append(onnx.numpy_helper.from_array(_array(first[i]), names[i]))
+    kept = [v for i, v in enumerate(model.graph.input) if i not in frozen]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    data_sets = [([v for i, v in enumerate(ins) if i not in frozen], outs) for ins, outs in case.data_sets]
+    return model, data_sets
+
+
 def _run_case(case, tmp_path, level: int = 3) -> None:
     path = tmp_path / f"{case.name}.onnx"
-    onnx.save(case.model, path)
+    model, data_sets = _static_quantization(case)
+    onnx.save(model, path)
     model = build_model(load_onnx(str(path)), parse_config(target_platform="rk3588", float_dtype="float32",
                                                            optimization_level=level), False, None, None)
     simulator = Simulator(model)
-    for inputs, expected in case.data_sets:
+    for inputs, expected in data_sets:
         got = simulator.run([_array(v) for v in inputs], data_format="nchw")
         assert len(got) == len(expected)
         for g, e in zip(got, expected):
