@@ -9,7 +9,8 @@ folder) and every algorithm, with the default w8a8 / channel settings::
 Calibration uses the first half of the photos, evaluation the other half (disjoint). The audio
 model (silero VAD) is fed 512-sample rows cut from the photos' grey levels.
 
-Usage: ``python bench/quant_quality.py [--data ../shared] [--algorithms normal,kl_divergence,mmse]``
+Usage: ``python bench/quant_quality.py [--data ../shared] [--algorithms normal,kl_divergence,mmse]
+[--models ch_PP-OCRv4_rec_infer,...]``
 """
 from __future__ import annotations
 
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=os.environ.get("OPENRKNN_TEST_DATA", str(REPO.parent / "shared")))
     parser.add_argument("--algorithms", default="normal,kl_divergence,mmse")
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated model names to run")
     args = parser.parse_args(argv)
     log.configure(verbose=False)
     log.logger.setLevel("ERROR")
@@ -164,13 +166,15 @@ def main(argv: list[str] | None = None) -> int:
     images = _images(data / "images")
     algorithms = args.algorithms.split(",")
     rows = []
+    models = set(args.models.split(","))
     with tempfile.TemporaryDirectory() as tmp:
         from openrknn.cli.demo_model import build_demo_model
         demo = Path(tmp) / "demo_mobilenet.onnx"
         onnx.save(build_demo_model(), demo)
-        rows += bench_model("demo_mobilenet", str(demo), images, algorithms)
+        if "demo_mobilenet" in models:
+            rows += bench_model("demo_mobilenet", str(demo), images, algorithms)
     for path in sorted((data / "models" / "onnx").glob("*.onnx")):
-        if path.stem in MODELS:
+        if path.stem in MODELS and path.stem in models:
             rows += bench_model(path.stem, str(path), images, algorithms)
     print(f"{'model':34s} {'algorithm':14s} {'build s':>8s} {'cos mean':>9s} {'cos min':>9s} {'sim/ort':>8s}")
     for r in rows:

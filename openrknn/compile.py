@@ -23,7 +23,8 @@ from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, 
 
 
 def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, dataset: str | None,
-                rknn_batch_size: int | None, custom_ops: CustomOpRegistry | None = None) -> RKNNModel:
+                rknn_batch_size: int | None, custom_ops: CustomOpRegistry | None = None,
+                overrides: Any = None) -> RKNNModel:
     """Build the model as ``RKNN.build`` documents it.
 
     Raises:
@@ -72,7 +73,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         log.warning(f"build: {chip.name} has no float16 on its NPU; float layers of this model run on the CPU")
     _check_op_target(graph, cfg.op_target)
     _record_build_options(model, cfg)
-    model = _quantize_or_float(model, source, cfg, do_quantization, dataset)
+    model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
@@ -195,7 +196,7 @@ def _specs(values, model: onnx.ModelProto, layouts: dict[str, str], batch: int,
 
 
 def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, do_quantization: bool,
-                       dataset: str | None) -> RKNNModel:
+                       dataset: str | None, overrides: Any = None) -> RKNNModel:
     try:
         from openrknn import quant
         quant.is_prequantized   # noqa: B018  (the quantization stage may be absent in a partial install)
@@ -211,14 +212,21 @@ def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, 
     if not do_quantization:
         model.tensor_dtypes = _float_dtypes(model)
         return model
+    settings, samples = calibration_setup(model, cfg, dataset)
+    return quant.quantize_model(model, samples, settings, overrides)
+
+
+def calibration_setup(model: RKNNModel, cfg: ModelConfig, dataset: str | None) -> tuple[Any, list[list[np.ndarray]]]:
+    """The validated quantization settings of ``cfg`` and the calibration samples of ``dataset``."""
+    from openrknn import quant
     if not dataset:
         raise ConfigError("build: do_quantization=True needs a dataset (a .txt file listing calibration inputs)")
     settings = quant.QuantSettings(dtype=cfg.quantized_dtype, method=cfg.quantized_method,
                                    algorithm=cfg.quantized_algorithm, batch_size=cfg.batch_size, epochs=cfg.epochs)
     settings.validate(chips.get_chip(cfg.platform))
-    rgb2bgr = cfg.quant_img_RGB2BGR
-    samples = quant.dataset.load_dataset(dataset, _unbatched(model.inputs, model.rknn_batch_size), rgb2bgr=rgb2bgr)
-    return quant.quantize_model(model, samples, settings)
+    samples = quant.dataset.load_dataset(dataset, _unbatched(model.inputs, model.rknn_batch_size),
+                                         rgb2bgr=cfg.quant_img_RGB2BGR)
+    return settings, samples
 
 
 def _unbatched(specs: list[TensorSpec], batch: int) -> list[TensorSpec]:

@@ -16,7 +16,7 @@ from openrknn import chips, log
 from openrknn.api import devices
 from openrknn.api.common import RuntimeInfo, sdk_version_text
 from openrknn.config import ModelConfig, parse_config
-from openrknn.errors import NotSupportedError, RKNNError, RuntimeStateError
+from openrknn.errors import ConfigError, NotSupportedError, RKNNError, RuntimeStateError
 from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
@@ -72,6 +72,7 @@ class RKNN(RuntimeInfo):
         self._runtime_options: dict[str, Any] = {}
         self._custom_ops = CustomOpRegistry()
         self._loaded_from_rknn = False
+        self._model_name = "model"
         self._export_path: str | None = None   # the .rknn codegen ships (last export_rknn / load_rknn)
 
     # ---------------------------------------------------------------- helpers
@@ -83,8 +84,9 @@ class RKNN(RuntimeInfo):
             self._config = parse_config()
         return self._config
 
-    def _set_source(self, source: SourceModel) -> int:
+    def _set_source(self, source: SourceModel, path: Any = None) -> int:
         self._source = source
+        self._model_name = os.path.splitext(os.path.basename(str(path)))[0] if path else "model"
         self._model = None
         self._export_path = None
         self._runtime = None
@@ -120,19 +122,20 @@ class RKNN(RuntimeInfo):
         from openrknn.frontends.onnx_file import load_onnx
         return self._set_source(load_onnx(model, inputs, input_size_list, input_initial_val, outputs,
                                           custom_ops=self._custom_ops,
-                                          allow_dynamic=bool(self._cfg().dynamic_input)))
+                                          allow_dynamic=bool(self._cfg().dynamic_input)), model)
 
     @api_call
     def load_tflite(self, model: str, input_is_nchw: bool = False) -> int:
         """Load a TensorFlow Lite flatbuffer."""
         from openrknn.frontends.tflite import load_tflite
-        return self._set_source(load_tflite(model, input_is_nchw=input_is_nchw, custom_ops=self._custom_ops))
+        return self._set_source(load_tflite(model, input_is_nchw=input_is_nchw, custom_ops=self._custom_ops), model)
 
     @api_call
     def load_pytorch(self, model: str, input_size_list: Sequence[Sequence[int]]) -> int:
         """Load a TorchScript ``.pt`` file."""
         from openrknn.frontends.pytorch import load_pytorch
-        return self._set_source(load_pytorch(model, [list(s) for s in input_size_list], custom_ops=self._custom_ops))
+        return self._set_source(load_pytorch(model, [list(s) for s in input_size_list], custom_ops=self._custom_ops),
+                                model)
 
     @api_call
     def load_tensorflow(self, tf_pb: str, inputs: Sequence[str], input_size_list: Sequence[Sequence[int]],
@@ -142,26 +145,26 @@ class RKNN(RuntimeInfo):
         from openrknn.frontends.tensorflow import load_tensorflow
         return self._set_source(load_tensorflow(tf_pb, list(inputs), [list(s) for s in input_size_list],
                                                 list(outputs), input_is_nchw=input_is_nchw, predef_file=predef_file,
-                                                mean_values=mean_values, std_values=std_values))
+                                                mean_values=mean_values, std_values=std_values), tf_pb)
 
     @api_call
     def load_caffe(self, model: str, blobs: str | None = None, input_name: Sequence[str] | None = None,
                    proto: str = "caffe") -> int:
         """Load a Caffe ``.prototxt`` (+ ``.caffemodel``)."""
         from openrknn.frontends.caffe import load_caffe
-        return self._set_source(load_caffe(model, blobs, list(input_name) if input_name else None, proto=proto))
+        return self._set_source(load_caffe(model, blobs, list(input_name) if input_name else None, proto=proto), model)
 
     @api_call
     def load_darknet(self, model: str, weight: str) -> int:
         """Load a Darknet ``.cfg`` + ``.weights`` pair."""
         from openrknn.frontends.darknet import load_darknet
-        return self._set_source(load_darknet(model, weight))
+        return self._set_source(load_darknet(model, weight), model)
 
     @api_call
     def load_mxnet(self, symbol: str, params: str, input_size_list: Sequence[Sequence[int]]) -> int:
         """Load an MXNet symbol ``.json`` + ``.params`` pair (Toolkit 1.3)."""
         from openrknn.frontends.mxnet import load_mxnet
-        return self._set_source(load_mxnet(symbol, params, [list(s) for s in input_size_list]))
+        return self._set_source(load_mxnet(symbol, params, [list(s) for s in input_size_list]), symbol)
 
     @api_call
     def load_rknn(self, path: str, load_model_in_npu: bool = False, master_model: str | None = None) -> int:
@@ -189,11 +192,12 @@ class RKNN(RuntimeInfo):
         if pre_compile:
             log.warning("build: pre_compile is ignored: pre-compiled models only run on boards with Rockchip's "
                         "driver; openrknn models stay simulator-runnable")
-        if auto_hybrid:
-            raise NotSupportedError("build: auto_hybrid is not available yet; build with do_quantization=True "
-                                    "and use hybrid_quantization_step1/step2 when they land")
+        if auto_hybrid and not do_quantization:
+            raise ConfigError("build: auto_hybrid=True needs do_quantization=True and a dataset")
         self._model = build_model(self._source, self._cfg(), bool(do_quantization), dataset, rknn_batch_size,
                                   self._custom_ops)
+        if auto_hybrid:
+            self._model = self._auto_hybrid(self._model, dataset)
         self._export_path = None
         self._runtime = None
         return 0
@@ -318,16 +322,64 @@ class RKNN(RuntimeInfo):
         raise NotSupportedError("register_op (Toolkit 1 .rknnop plugins) is not supported: those plugins are compiled "
                                 "for Rockchip's closed runtime. Write the op as a Python class and use reg_custom_op()")
 
+    def _auto_hybrid(self, model: RKNNModel, dataset: str | None) -> RKNNModel:
+        """build(auto_hybrid=True): keep the fewest layers in float16 that meet the thresholds."""
+        from openrknn import profile
+        from openrknn.analysis.mixed_precision import auto_hybrid
+        from openrknn.compile import calibration_setup
+        cfg = self._cfg()
+        settings, samples = calibration_setup(model, cfg, dataset)
+        result = auto_hybrid(model, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh)
+        chip = chips.get_chip(cfg.platform)
+        before = profile.estimate_perf(model, chip).total_time_us
+        after = profile.estimate_perf(result.model, chip).total_time_us
+        log.info(f"auto_hybrid: {len(result.float_layers)} layer(s) moved to float16 {result.float_layers}; output "
+                 f"cosine {result.output_cosine} (threshold {cfg.auto_hybrid_cos_thresh}); estimated time "
+                 f"{before:.0f} us -> {after:.0f} us on {chip.name} ({result.trials} trials)")
+        result.model.metadata["auto_hybrid"] = {"float_layers": result.float_layers, "met": result.met,
+                                                "output_cosine": result.output_cosine,
+                                                "time_us": [round(before, 1), round(after, 1)]}
+        return result.model
+
     @api_call
     def hybrid_quantization_step1(self, dataset: str | None = None, rknn_batch_size: int | None = None,
                                   proposal: bool = False, proposal_dataset_size: int = 1,
                                   custom_hybrid: Any = None) -> int:
-        raise NotSupportedError("hybrid_quantization_step1 is not available yet in openrknn; use build() with "
-                                "do_quantization=True")
+        """Write {model_name}.model / .data / .quantization.cfg in the current folder (seed 002 §6.3)."""
+        from openrknn.compile import build_model, calibration_setup
+        from openrknn.quant.hybrid import custom_hybrid_pairs, write_step1
+        from openrknn.quant.overrides import QuantOverrides
+        if self._source is None:
+            raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before hybrid_quantization_step1()")
+        cfg = self._cfg()
+        pairs = custom_hybrid_pairs(custom_hybrid)
+        model = build_model(self._source, cfg, True, dataset, rknn_batch_size, self._custom_ops,
+                            QuantOverrides(float_subgraphs=pairs) if pairs else None)
+        float_layers = list(model.metadata.get("quantization", {}).get("float_layers", []))
+        settings, samples = calibration_setup(model, cfg, dataset)
+        note = ""
+        if proposal:
+            from openrknn.analysis.mixed_precision import propose_layers
+            proposed = propose_layers(model, samples[:max(1, int(proposal_dataset_size))])
+            float_layers = list(dict.fromkeys(float_layers + proposed))
+            note = (f"proposal: {len(proposed)} layer(s) lose most accuracy when quantized alone (single-mode "
+                    "cosine < 0.99); they are listed in custom_quantize_layers")
+        write_step1(model, samples, settings, self._model_name, ".", float_layers, note)
+        return 0
 
     @api_call
     def hybrid_quantization_step2(self, model_input: str, data_input: str, model_quantization_cfg: str) -> int:
-        raise NotSupportedError("hybrid_quantization_step2 is not available yet in openrknn")
+        """Build the model from the step-1 files and the edited config."""
+        from openrknn.quant import quantize_model
+        from openrknn.quant.hybrid import read_step2
+        inputs = read_step2(model_input, data_input, model_quantization_cfg)
+        model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides)
+        model.golden = inputs.float_model.graph
+        self._model, self._source, self._runtime = model, None, None
+        self._loaded_from_rknn, self._export_path = False, None
+        log.info(f"hybrid_quantization_step2: {len(inputs.overrides.float_layers)} layer(s) in float16, "
+                 f"{len(inputs.overrides.params)} edited parameter set(s)")
+        return 0
 
     @api_call
     def export_encrypted_rknn_model(self, input_model: str, output_model: str | None = None,

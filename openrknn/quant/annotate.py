@@ -89,8 +89,11 @@ def opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
 
 
-def mark(model: onnx.ModelProto, integer_activations: bool) -> Plan:
-    """Give every node of ``model`` a kind (in place) and return what must be quantized."""
+def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozenset[str] = frozenset()) -> Plan:
+    """Give every node of ``model`` a kind (in place) and return what must be quantized.
+
+    ``float_layers`` (hybrid quantization) names nodes forced to float16: their weights stay float.
+    """
     plan = Plan(float_tensors=float_tensor_names(model))
     inits = {i.name: i for i in model.graph.initializer}
     uses = Counter(name for node in model.graph.node for name in node.input)
@@ -98,6 +101,10 @@ def mark(model: onnx.ModelProto, integer_activations: bool) -> Plan:
     kinds: dict[str, str] = {}
     pass_ops = PASS_OPS | (PASS_OPS_OPSET12 if opset(model) >= 12 else frozenset())
     for node in model.graph.node:
+        if node.name in float_layers:
+            set_kind(node, FLOAT)
+            kinds.update({out: FLOAT for out in node.output})
+            continue
         kind = _classify(node, plan, inits, integer_activations, pass_ops)
         if kind == FUSED_ACT and not (kinds.get(node.input[0]) in (QCONV, QMATMUL) and uses[node.input[0]] == 1
                                       and node.input[0] not in outputs and _clip_bounds_known(node, inits)):
@@ -112,6 +119,9 @@ def mark(model: onnx.ModelProto, integer_activations: bool) -> Plan:
         for node in model.graph.node:   # graph passes marked activations fused into their producer
             if _fused_mark(node) and node_kind(node) == QFLOAT:
                 set_kind(node, INTERNAL)
+        for node in model.graph.node:   # the rules above must not pull a forced float layer back
+            if node.name in float_layers:
+                set_kind(node, FLOAT)
     return plan
 
 

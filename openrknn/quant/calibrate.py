@@ -27,6 +27,56 @@ def _session(model: onnx.ModelProto, tensors: list[str]):
     return make_session(graph)
 
 
+def channel_ranges(model: onnx.ModelProto, tensors: Sequence[str],
+                   samples: Sequence[Sequence[np.ndarray]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per-channel (axis 1) minimum and maximum of ``tensors`` over ``samples``.
+
+    Only the layers those tensors depend on run (the graph is cut after them).
+
+    Raises:
+        QuantizationError: the float graph cannot run on a sample.
+    """
+    graph_inputs = [v.name for v in model.graph.input if v.name not in {i.name for i in model.graph.initializer}]
+    session = _session(_ancestors(model, tensors), list(tensors))
+    ranges: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for index, sample in enumerate(samples):
+        try:
+            values = session.run(list(tensors), dict(zip(graph_inputs, sample)))
+        except Exception as e:  # onnxruntime raises its own exception types
+            raise QuantizationError(f"calibration sample {index + 1} cannot run through the float model: {e}") from e
+        for name, value in zip(tensors, values):
+            if value.ndim < 2 or not np.isfinite(value).all():
+                continue
+            flat = np.moveaxis(value, 1, 0).reshape(value.shape[1], -1)
+            lo, hi = flat.min(axis=1), flat.max(axis=1)
+            if name in ranges and ranges[name][0].shape == lo.shape:
+                lo, hi = np.minimum(ranges[name][0], lo), np.maximum(ranges[name][1], hi)
+            ranges[name] = (lo, hi)
+    return ranges
+
+
+def _ancestors(model: onnx.ModelProto, tensors: Sequence[str]) -> onnx.ModelProto:
+    """A copy of ``model`` keeping only the nodes ``tensors`` depend on, with them as outputs."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    needed, stack, keep = set(), list(tensors), set()
+    while stack:
+        name = stack.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        node = producer.get(name)
+        if node is not None and id(node) not in keep:
+            keep.add(id(node))
+            stack.extend(i for i in node.input if i)
+    graph = onnx.ModelProto()
+    graph.CopyFrom(model)
+    nodes = [n for n in model.graph.node if id(n) in keep]
+    del graph.graph.node[:]
+    graph.graph.node.extend(nodes)
+    del graph.graph.output[:]
+    return graph
+
+
 def collect_stats(model: onnx.ModelProto, tensors: Sequence[str], samples: Sequence[Sequence[np.ndarray]],
                   histograms: bool) -> dict[str, TensorStats]:
     """Statistics of ``tensors`` over ``samples`` (each: one array per graph input, in order).

@@ -21,15 +21,18 @@ from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate, numerics
 from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import collect_stats
-from openrknn.quant.fold import constants_to_initializers, fold_affine, fold_batchnorm
+from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm
 from openrknn.quant.numerics import QuantParams
+from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.settings import QuantSettings
 from openrknn.quant.weights import params_from_range, quantize_bias, quantize_weight
 
 
 def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
-                   settings: QuantSettings) -> RKNNModel:
+                   settings: QuantSettings, overrides: QuantOverrides | None = None) -> RKNNModel:
     """Quantize a built float model with calibration ``samples`` (raw inputs, graph layout).
+
+    ``overrides`` (hybrid quantization) forces layers to float16 and fixes tensor parameters.
 
     Returns:
         A new :class:`RKNNModel` whose graph holds integer weights and whose ``quant_params`` /
@@ -45,13 +48,18 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     spec = settings.spec
     if not samples:
         raise QuantizationError("the calibration dataset has no sample")
+    overrides = overrides or QuantOverrides()
     graph = _prepare(rknn_model.graph)
-    plan = annotate.mark(graph, spec.act_dtype is not None)
+    used = list(samples[:settings.sample_count(len(samples))])
+    if spec.act_dtype is not None:
+        equalize_depthwise(graph, used, settings.method)
+    overrides = overrides.resolved(graph)
+    overrides.check_layers(graph)
+    plan = annotate.mark(graph, spec.act_dtype is not None, overrides.float_layers)
     algorithm = get_algorithm(settings.algorithm)
     inits = {i.name for i in graph.graph.initializer}
     act_params: dict[str, QuantParams] = {}
     stats: dict = {}
-    used = list(samples[:settings.sample_count(len(samples))])
     if spec.act_dtype is not None:
         unstored = _float_outputs(graph) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         tensors = sorted(_needs_params(graph, plan, inits) - unstored)
@@ -67,12 +75,14 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
                 act_params[tensor] = act_params[source]
         for tensor in unstored:
             act_params.pop(tensor, None)
+        act_params.update(overrides.activation_params(act_params))
     quant_params = {name: p.to_dict() for name, p in act_params.items()}
-    _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats)
+    _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides)
     model = replace(rknn_model, graph=graph, quantized_dtype=settings.canonical, quant_params=quant_params,
                     tensor_dtypes=_tensor_dtypes(graph, act_params, quant_params))
     model.metadata = dict(rknn_model.metadata, quantization={
         "algorithm": settings.algorithm, "method": settings.method, "samples": len(used),
+        "float_layers": sorted(overrides.float_layers), "fixed_parameters": sorted(overrides.params),
         "seconds": round(time.perf_counter() - started, 3)})
     log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
              f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")
@@ -154,7 +164,8 @@ def _prepare(source: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: QuantSettings, algorithm,
-                      act_params: dict[str, QuantParams], quant_params: dict[str, dict], stats: dict) -> None:
+                      act_params: dict[str, QuantParams], quant_params: dict[str, dict], stats: dict,
+                      overrides: QuantOverrides) -> None:
     spec = settings.spec
     inits = {i.name: i for i in graph.graph.initializer}
     weight_params: dict[str, QuantParams] = {}
@@ -163,6 +174,9 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
         array = numpy_helper.to_array(inits[name]).astype(np.float32)
         q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype, settings.method,
                                     settings.group_size, algorithm)
+        if name in overrides.params:   # hybrid config: the user's parameters for this weight
+            params = overrides.weight_params(name, params)
+            q = numerics.quantize(array, params)
         inits[name].CopyFrom(numpy_helper.from_array(q, name))
         weight_params[name] = params
         quant_params[name] = params.to_dict()

@@ -7,47 +7,14 @@ import re
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.analysis import run_accuracy_analysis
 from openrknn.analysis.accuracy import AnalysisResult, LayerError, cosine
 from rknn.api import RKNN
+from tests.conftest import three_convs
 
 CELL = r"-?\d\.\d{5} \| \S+"        # "0.99991 | 0.012166"
-
-
-def three_convs(path: Path, outlier: float | None = None, overflow: bool = False, seed: int = 0) -> Path:
-    """x → conv1+relu → conv2+relu → conv3 (1x1) → y.
-
-    conv1's channel 7 is dead (zero weights, bias -1, then Relu): always 0. With ``outlier``, conv2's
-    weights that read that dead channel are set to ``outlier``: the float output does not change, but
-    each output channel's weight range becomes huge, so int8 weights of conv2 round to zero: conv2 is
-    the layer that is hard to quantize. With ``overflow``, conv2's weights are scaled so its output
-    exceeds the fp16 range (65504).
-    """
-    rng = np.random.default_rng(seed)
-    w1 = rng.normal(0, 0.4, (8, 3, 3, 3)).astype(np.float32)
-    b1 = rng.normal(0.1, 0.05, 8).astype(np.float32)
-    w1[7], b1[7] = 0.0, -1.0
-    w2 = rng.normal(0, 0.3, (8, 8, 3, 3)).astype(np.float32)
-    if outlier is not None:
-        w2[:, 7, :, :] = outlier
-    if overflow:
-        w2 *= 3e4
-    w3 = rng.normal(0, 0.3, (4, 8, 1, 1)).astype(np.float32)
-    inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"),
-                                                       (np.zeros(8, np.float32), "b2"), (w3, "w3"))]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
-             helper.make_node("Conv", ["r2", "w3"], ["y"], name="conv3")]
-    graph = helper.make_graph(nodes, "three_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    return path
 
 
 def sample(tmp_path: Path, seed: int = 1) -> Path:

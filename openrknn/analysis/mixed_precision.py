@@ -1,0 +1,151 @@
+"""Choosing which layers to keep in float16: the hybrid proposal and ``build(auto_hybrid=True)``.
+
+Sensitivity: accuracy analysis in ``single`` mode gives, per layer, the cosine of its output when
+it alone is quantized (golden inputs). Layers are ranked by that cosine, lowest first.
+
+Automatic mixed precision then looks for the shortest prefix of that ranking which, kept in float16,
+makes every model output meet the thresholds on the calibration samples (cosine ≥
+``auto_hybrid_cos_thresh`` and, when given, euclidean distance ≤ ``auto_hybrid_euc_thresh``):
+a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n layers), then a
+pruning pass that returns every chosen layer the thresholds do not need. Each trial re-quantizes
+with the same samples, so the result is deterministic.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from openrknn import log
+from openrknn.analysis.accuracy import analyse, cosine, euclidean
+from openrknn.graph.rknn_model import RKNNModel
+from openrknn.quant import QuantSettings, quantize_model
+from openrknn.quant.hybrid import float_record, producer_of
+from openrknn.quant.overrides import QuantOverrides
+from openrknn.sim.session import lower, make_session
+
+_EVAL_SAMPLES = 4      # calibration samples the output check runs on
+_MAX_PRUNE = 16        # chosen layers the pruning pass re-checks one by one
+
+
+@dataclass
+class MixedPrecisionResult:
+    """What automatic mixed precision decided."""
+
+    model: RKNNModel
+    float_layers: list[str] = field(default_factory=list)
+    output_cosine: list[float] = field(default_factory=list)
+    met: bool = True
+    trials: int = 0
+
+
+def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]]) -> list[tuple[str, float]]:
+    """(layer name, mean single-mode cosine) of every quantized layer, most damaged first."""
+    names = [spec.name for spec in quantized.inputs]
+    producers = _layer_of_tensor(quantized)
+    scores: dict[str, list[float]] = {}
+    for sample in samples:
+        result = analyse(quantized, dict(zip(names, sample)))
+        for row in result.rows:
+            layer = producers.get(row.tensor)
+            if layer and row.single_cos is not None and row.tensor in quantized.quant_params:
+                scores.setdefault(layer, []).append(row.single_cos)
+    ranked = [(layer, float(np.nanmean(values))) for layer, values in scores.items()]
+    return sorted(ranked, key=lambda item: (np.nan_to_num(item[1], nan=-2.0), item[0]))
+
+
+def _layer_of_tensor(model: RKNNModel) -> dict[str, str]:
+    """Tensor → the layer that computes it; an activation fused into a Conv/MatMul belongs to that layer."""
+    from openrknn.quant import annotate
+    nodes = {n.name: n for n in model.graph.graph.node}
+    producers = producer_of(model.graph)
+    layers = {}
+    for tensor, name in producers.items():
+        node = nodes.get(name)
+        while node is not None and annotate.node_kind(node) == annotate.FUSED_ACT and node.input:
+            node = nodes.get(producers.get(node.input[0], ""))
+        layers[tensor] = node.name if node is not None else name
+    return layers
+
+
+def propose_layers(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], threshold: float = 0.99,
+                   limit: int = 8) -> list[str]:
+    """The hybrid proposal: up to ``limit`` layers whose single-mode cosine is below ``threshold``."""
+    return [layer for layer, cos in layer_sensitivity(quantized, samples)[:limit] if not cos >= threshold]
+
+
+def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
+                cos_thresh: float, euc_thresh: float | None = None) -> MixedPrecisionResult:
+    """Keep the fewest layers in float16 so that every output meets the thresholds (see module doc)."""
+    float_model = float_record(quantized)
+    check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh)
+    if check.passes(quantized):
+        return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
+    ranking = [layer for layer, _ in layer_sensitivity(quantized, samples[:1])]
+
+    def trial(layers: Sequence[str]) -> RKNNModel | None:
+        model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(layers)))
+        return model if check.passes(model) else None
+
+    count = _smallest_prefix(ranking, trial)
+    if count is None:
+        log.warning(f"auto_hybrid: even with all {len(ranking)} quantized layers in float16 the outputs miss the "
+                    f"threshold (cosine {check.last}); keeping the plain quantized model")
+        return MixedPrecisionResult(model=quantized, output_cosine=check.last, met=False, trials=check.trials)
+    chosen = list(ranking[:count])
+    for layer in list(reversed(chosen))[:_MAX_PRUNE]:
+        if len(chosen) > 1 and trial([c for c in chosen if c != layer]) is not None:
+            chosen.remove(layer)
+    model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(chosen)))
+    check.passes(model)
+    return MixedPrecisionResult(model=model, float_layers=chosen, output_cosine=check.last, trials=check.trials)
+
+
+def _smallest_prefix(ranking: list[str], trial) -> int | None:
+    """Smallest k with ``trial(ranking[:k])`` passing (doubling, then bisection); None if none does."""
+    if not ranking:
+        return None
+    high = 1
+    while trial(ranking[:high]) is None:
+        if high >= len(ranking):
+            return None
+        high = min(2 * high, len(ranking))
+    low = high // 2          # ranking[:low] failed (or low == 0)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if trial(ranking[:middle]) is None:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+class _OutputCheck:
+    """Runs a candidate on the evaluation samples and compares its outputs with the float model."""
+
+    def __init__(self, float_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]], cos_thresh: float,
+                 euc_thresh: float | None) -> None:
+        self.names = [spec.name for spec in float_model.inputs]
+        session = make_session(float_model.graph)
+        self.samples = [list(s) for s in samples]
+        self.golden = [session.run(None, dict(zip(self.names, s))) for s in self.samples]
+        self.cos_thresh, self.euc_thresh = cos_thresh, euc_thresh
+        self.last: list[float] = []
+        self.trials = 0
+
+    def passes(self, model: RKNNModel) -> bool:
+        """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines."""
+        self.trials += 1
+        session = make_session(lower(model))   # samples are in graph layout: run the lowered graph directly
+        cosines, distances = [], []
+        for sample, golden in zip(self.samples, self.golden):
+            outputs = session.run(None, dict(zip(self.names, sample)))
+            cosines.append([cosine(g, o) for g, o in zip(golden, outputs)])
+            distances.append([euclidean(g, o) for g, o in zip(golden, outputs)])
+        worst_cos = np.nan_to_num(np.array(cosines, np.float64), nan=-1.0).min(axis=0)
+        self.last = [round(float(c), 6) for c in worst_cos]
+        ok = bool(np.all(worst_cos >= self.cos_thresh))
+        if self.euc_thresh is not None:
+            ok = ok and bool(np.max(distances) <= self.euc_thresh)
+        return ok

@@ -1,0 +1,121 @@
+"""Hybrid quantization (step1 → edit cfg → step2), custom_hybrid, proposal and build(auto_hybrid=True)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+from openrknn.analysis.accuracy import cosine
+from rknn.api import RKNN
+from tests.conftest import three_convs
+
+CONV2_OUT = "c2"   # tensor written by conv2, the layer whose weights are hard to quantize
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """Model with a hard-to-quantize conv2, a 4-sample dataset, and the current folder set to tmp_path."""
+    three_convs(tmp_path / "net.onnx", outlier=200.0)
+    rng = np.random.default_rng(3)
+    lines = []
+    for i in range(4):
+        np.save(tmp_path / f"x{i}.npy", rng.uniform(0, 1, (1, 3, 16, 16)).astype(np.float32))
+        lines.append(f"x{i}.npy")
+    (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _rknn(workdir, **config) -> RKNN:
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", **config) == 0
+    assert rknn.load_onnx(str(workdir / "net.onnx")) == 0
+    return rknn
+
+
+def _output_cosine(rknn: RKNN, workdir) -> float:
+    import onnxruntime as ort
+    x = np.load(workdir / "x0.npy")
+    golden = ort.InferenceSession(str(workdir / "net.onnx")).run(None, {"x": x})[0]
+    assert rknn.init_runtime() == 0
+    return cosine(golden, rknn.inference(inputs=[x], data_format="nchw")[0])
+
+
+def test_step1_edit_step2_beats_plain_int8(workdir):
+    plain = _rknn(workdir)
+    assert plain.build(do_quantization=True, dataset="dataset.txt") == 0
+    plain_cos = _output_cosine(plain, workdir)
+
+    step1 = _rknn(workdir)
+    assert step1.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    for name in ("net.model", "net.data", "net.quantization.cfg"):
+        assert (workdir / name).is_file()
+    text = (workdir / "net.quantization.cfg").read_text()
+    assert text.startswith("%YAML 1.2") and "custom_quantize_layers" in text
+    cfg = yaml.safe_load(text)
+    assert CONV2_OUT in cfg["quantize_parameters"] or "r2" in cfg["quantize_parameters"]
+
+    # an unedited config reproduces the plain build exactly
+    same = RKNN()
+    assert same.hybrid_quantization_step2("net.model", "net.data", "net.quantization.cfg") == 0
+    assert _output_cosine(same, workdir) == pytest.approx(plain_cos, abs=1e-7)
+
+    cfg["custom_quantize_layers"] = {CONV2_OUT: "float16"}
+    (workdir / "net.quantization.cfg").write_text(yaml.safe_dump(cfg))
+    hybrid = RKNN()
+    assert hybrid.hybrid_quantization_step2("net.model", "net.data", "net.quantization.cfg") == 0
+    hybrid_cos = _output_cosine(hybrid, workdir)
+    assert hybrid_cos > plain_cos + 0.01 and hybrid_cos > 0.99, (plain_cos, hybrid_cos)
+    assert hybrid.export_rknn(str(workdir / "hybrid.rknn")) == 0
+
+
+def test_edited_range_is_used(workdir):
+    assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt") == 0
+    cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
+    name = next(n for n, p in cfg["quantize_parameters"].items() if p.get("dtype") == "int8" and p.get("qmethod") == "layer")
+    cfg["quantize_parameters"][name]["min"] = [-100.0]
+    cfg["quantize_parameters"][name]["max"] = [100.0]
+    (workdir / "net.quantization.cfg").write_text(yaml.safe_dump(cfg))
+    rknn = RKNN()
+    assert rknn.hybrid_quantization_step2("net.model", "net.data", "net.quantization.cfg") == 0
+    scale = rknn._model.quant_params[name]["scale"][0]
+    assert scale == pytest.approx(200.0 / 255.0, rel=1e-4)
+
+
+def test_toolkit1_names_and_bad_configs(workdir, capsys):
+    assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt") == 0
+    cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
+    del cfg["custom_quantize_layers"]
+    cfg["customized_quantize_layers"] = {"conv2": "float32"}    # Toolkit 1 spelling, layer name
+    (workdir / "t1.cfg").write_text(yaml.safe_dump(cfg))
+    rknn = RKNN()
+    assert rknn.hybrid_quantization_step2("net.model", "net.data", "t1.cfg") == 0
+    assert "conv2" in rknn._model.metadata["quantization"]["float_layers"]
+
+    cfg["customized_quantize_layers"] = {"no_such_tensor": "float16"}
+    (workdir / "bad.cfg").write_text(yaml.safe_dump(cfg))
+    assert RKNN().hybrid_quantization_step2("net.model", "net.data", "bad.cfg") == -1
+    assert "no_such_tensor" in capsys.readouterr().out
+    cfg["customized_quantize_layers"] = {CONV2_OUT: "bfloat16"}
+    (workdir / "bad.cfg").write_text(yaml.safe_dump(cfg))
+    assert RKNN().hybrid_quantization_step2("net.model", "net.data", "bad.cfg") == -1
+    assert "bfloat16" in capsys.readouterr().out
+    assert RKNN().hybrid_quantization_step2("missing.model", "net.data", "net.quantization.cfg") == -1
+
+
+def test_custom_hybrid_and_proposal(workdir):
+    rknn = _rknn(workdir)
+    assert rknn.hybrid_quantization_step1(dataset="dataset.txt", custom_hybrid=[["r1", "c2"]], proposal=True) == 0
+    cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
+    assert cfg["custom_quantize_layers"].get(CONV2_OUT) == "float16"
+    assert "proposal" in (workdir / "net.quantization.cfg").read_text()
+    assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt", custom_hybrid=[["r1", "nowhere"]]) == -1
+
+
+def test_auto_hybrid_moves_only_the_hard_layer(workdir, capsys):
+    rknn = _rknn(workdir, auto_hybrid_cos_thresh=0.99)
+    assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
+    moved = rknn._model.metadata["auto_hybrid"]["float_layers"]
+    assert moved == ["conv2"], moved
+    assert _output_cosine(rknn, workdir) >= 0.99
+    assert "auto_hybrid: 1 layer(s) moved" in capsys.readouterr().out
