@@ -74,8 +74,8 @@ def load_tflite(model: str, input_is_nchw: bool = False, custom_ops: CustomOpReg
     for idx in graph.inputs:
         t = graph.tensors[idx]
         layout = NCHW if input_is_nchw and len(t.shape) == 4 else NATIVE
-        shape = [t.shape[a] for a in (0, 3, 1, 2)] if layout == NCHW else t.shape
-        inputs.append(helper.make_tensor_value_info(ctx.out(idx, layout), _elem_type(t), shape))
+        dims = [t.shape[a] for a in (0, 3, 1, 2)] if layout == NCHW else t.shape
+        inputs.append(helper.make_tensor_value_info(ctx.out(idx, layout), _elem_type(t), dims))
         layouts[t.name] = ("NCHW" if layout == NCHW else "NHWC") if len(t.shape) == 4 else "UNDEFINED"
     ctx.flush_qdq()
     for op in graph.operators:
