@@ -19,6 +19,9 @@ from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, InputPreprocess
 
 _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
 
+# Node metadata marking the normalisation nodes embedded for one input (value: the input name).
+PREPROCESS_KEY = "openrknn.preprocess"
+
 
 def _channel_axis(layout: str, rank: int) -> int | None:
     if rank != 4:
@@ -121,6 +124,8 @@ def _one_input(model: onnx.ModelProto, value: onnx.ValueInfoProto, index: int, l
         current = f"{name}__scaled"
     if current == name:
         return None
+    for node in new_nodes:   # the NPU's input stage normalises: these are not layers of their own
+        node.metadata_props.add(key=PREPROCESS_KEY, value=name)
     _rename_uses(model, name, current, skip=new_nodes)
     return InputPreprocess(input_name=name, mean=None if mean_arr is None else mean_arr.tolist(),
                            std=None if std_arr is None else std_arr.tolist(), reorder=reorder,

@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 from openrknn import log
 from openrknn.errors import ModelLoadError
+from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import op_support
 from openrknn.profile.cost_table import CostTable
@@ -145,8 +146,8 @@ class _Graph:
                         if a.name == "value":
                             self.shapes[n.output[0]] = tuple(int(d) for d in a.t.dims)
                 continue
-            if n.op_type in op_support.ALIAS_OPS and ins:
-                self.alias[n.output[0]] = ins[0]
+            if (n.op_type in op_support.ALIAS_OPS or _is_preprocess(n)) and ins:
+                self.alias[n.output[0]] = ins[0]   # preprocessing runs in the NPU's input stage
                 continue
             node = helper.make_node(n.op_type, [self.alias.get(i, i) for i in n.input], list(n.output),
                                     name=n.name or f"{n.op_type}_{len(live)}", domain=n.domain)
@@ -355,6 +356,10 @@ _SIMPLE_KIND = {
     **{op: "norm" for op in ("LayerNormalization", "InstanceNormalization", "BatchNormalization",
                               "LpNormalization")},
 }
+
+
+def _is_preprocess(node: onnx.NodeProto) -> bool:
+    return any(p.key == PREPROCESS_KEY for p in node.metadata_props)
 
 
 def build_layers(model: RKNNModel, cost: CostTable, float_on_npu: bool = True) -> list[Layer]:

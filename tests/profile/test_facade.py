@@ -73,3 +73,13 @@ def test_every_platform_estimates(tmp_path, platform):
     assert rknn.init_runtime(eval_mem=True) == 0
     assert rknn.eval_perf(is_print=False)["total_time"] > 0
     assert rknn.eval_memory(is_print=False)
+
+
+def test_input_normalisation_is_not_a_layer(tmp_path):
+    """mean/std run in the NPU's input stage: the same layers and time as without them."""
+    plain = runtime(tmp_path)
+    normalised = runtime(tmp_path, mean_values=[[123.7, 116.3, 103.5]], std_values=[[58.4, 57.1, 57.4]])
+    for rknn in (plain, normalised):
+        assert rknn.init_runtime(perf_debug=True) == 0
+    a, b = plain.eval_perf(is_print=False), normalised.eval_perf(is_print=False)
+    assert len(a["layers"]) == len(b["layers"]) and a["total_time"] == b["total_time"]
