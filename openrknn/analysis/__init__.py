@@ -11,10 +11,12 @@ from openrknn import log
 from openrknn.analysis.accuracy import AnalysisResult, analyse
 from openrknn.analysis.report import write_report
 from openrknn.errors import InferenceInputError
+from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 
 
-def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: Any) -> AnalysisResult:
+def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: Any,
+                          custom_ops: CustomOpRegistry | None = None) -> AnalysisResult:
     """Read ``inputs`` like calibration data, analyse, write the report, print the table.
 
     Args:
@@ -24,6 +26,7 @@ def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: A
             first line is used.
         output_dir: where the dumps, ``error_analysis.txt/.csv/.json/.png`` are written.
         cfg: the model config (``quant_img_RGB2BGR`` is honoured when images are read).
+        custom_ops: the registered custom ops the model uses.
 
     Returns:
         The per-layer errors; ``result.worst(n)`` lists the layers with the lowest ``single`` cosine.
@@ -33,7 +36,7 @@ def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: A
         >>> # run_accuracy_analysis(rknn._model, ['dog.jpg'], './snapshot', rknn._cfg()).worst(1)
     """
     feeds = _read_inputs(model, inputs, cfg)
-    result = analyse(model, feeds)
+    result = analyse(model, feeds, custom_ops)
     path = write_report(result, output_dir)
     with open(path, encoding="utf-8") as handle:
         print(handle.read())

@@ -23,7 +23,8 @@ from onnx import helper
 from openrknn import log
 from openrknn.errors import RuntimeStateError
 from openrknn.graph.rknn_model import RKNNModel
-from openrknn.sim.session import lower, make_session
+from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.sim.session import GraphRunner, lower
 
 
 @dataclass
@@ -71,8 +72,11 @@ def euclidean(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(np.asarray(a, np.float64).ravel() - np.asarray(b, np.float64).ravel()))
 
 
-def analyse(model: RKNNModel, feeds: dict[str, np.ndarray]) -> AnalysisResult:
+def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],
+            custom_ops: CustomOpRegistry | None = None) -> AnalysisResult:
     """Run golden and simulator on ``feeds`` (graph inputs, raw values) and measure every layer.
+
+    ``custom_ops`` runs the model's custom-op layers (in Python, float32, in both runs).
 
     A tensor the built model fused into its consumer (a Conv output whose Relu runs inside the
     Conv) has no simulator value of its own: its row stays blank, and the consumer's ``single``
@@ -86,9 +90,9 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray]) -> AnalysisResult:
         raise RuntimeStateError("accuracy_analysis needs the float (golden) model, which this model does not "
                                 "carry: load the source model and build it instead of load_rknn")
     golden_graph = onnx.shape_inference.infer_shapes(model.golden)
-    golden = _run_all(golden_graph, feeds)
+    golden = _run_all(golden_graph, feeds, custom_ops)
     executable, fused_into = _expose_quantized(_lowered(model))
-    simulated = _run_all(executable, feeds)
+    simulated = _run_all(executable, feeds, custom_ops)
     result = AnalysisResult(golden=golden)
     for name in list(feeds):
         result.rows.append(_row("Input", name, golden.get(name), _sim_value(simulated, name)))
@@ -100,7 +104,7 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray]) -> AnalysisResult:
                 if sim_value is not None:
                     result.simulator[out] = sim_value
                 result.rows.append(_row(node.op_type, out, golden[out], sim_value))
-    _single_layer_errors(model, golden_graph, golden, result, fused_into)
+    _single_layer_errors(model, golden_graph, golden, result, fused_into, custom_ops)
     return result
 
 
@@ -155,7 +159,8 @@ def _sim_value(values: dict[str, np.ndarray], name: str) -> np.ndarray | None:
     return None
 
 
-def _run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+             custom_ops: CustomOpRegistry | None = None) -> dict[str, np.ndarray]:
     """Every tensor of the top-level graph, by name (inputs included)."""
     graph = onnx.ModelProto()
     graph.CopyFrom(model)
@@ -163,17 +168,16 @@ def _run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, 
     produced = [o for node in graph.graph.node for o in node.output if o and o not in known]
     for name in produced:
         graph.graph.output.append(helper.make_empty_tensor_value_info(name))
-    session = make_session(graph)
-    names = [o.name for o in session.get_outputs()]
-    wanted = {i.name for i in session.get_inputs()}
-    values = session.run(None, {k: v for k, v in feeds.items() if k in wanted})
-    out = dict(zip(names, values))
+    session = GraphRunner(graph, custom_ops)
+    values = session.run({k: v for k, v in feeds.items() if k in session.input_types})
+    out = dict(zip(session.output_names, values))
     out.update(feeds)
     return out
 
 
 def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden: dict[str, np.ndarray],
-                         result: AnalysisResult, fused_into: dict[str, str]) -> None:
+                         result: AnalysisResult, fused_into: dict[str, str],
+                         custom_ops: CustomOpRegistry | None = None) -> None:
     rows = {r.tensor: r for r in result.rows}
     types = {v.name: v for v in list(golden_graph.graph.value_info) + list(golden_graph.graph.input)
              + list(golden_graph.graph.output)}
@@ -190,7 +194,7 @@ def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden
             if out in fused_into and fused_into[out] in producer:
                 group.insert(0, producer[fused_into[out]])
         try:
-            values = _run_single(model, golden_graph, group, types, inits, golden)
+            values = _run_single(model, golden_graph, group, types, inits, golden, custom_ops)
         except Exception as e:  # a layer that cannot run alone keeps a blank 'single' cell
             log.debug(f"accuracy_analysis: layer '{node.name}' not run alone: {e}")
             continue
@@ -201,7 +205,7 @@ def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden
 
 
 def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onnx.NodeProto], types, inits,
-                golden: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+                golden: dict[str, np.ndarray], custom_ops: CustomOpRegistry | None = None) -> dict[str, np.ndarray]:
     """Lower and run one layer (one node, or a node and its fused activation) alone, its inputs being
     golden values."""
     from openrknn.graph.rknn_model import RKNNModel as Record
@@ -221,4 +225,4 @@ def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onn
                     quantized_dtype=model.quantized_dtype, tensor_dtypes=model.tensor_dtypes,
                     quant_params=model.quant_params, metadata=model.metadata)
     executable, _ = _expose_quantized(_lowered(record))
-    return _run_all(executable, {i: golden[i] for i in feed_names})
+    return _run_all(executable, {i: golden[i] for i in feed_names}, custom_ops)

@@ -20,10 +20,11 @@ import numpy as np
 from openrknn import log
 from openrknn.analysis.accuracy import analyse, cosine, euclidean
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant import QuantSettings, quantize_model
 from openrknn.quant.hybrid import float_record, producer_of
 from openrknn.quant.overrides import QuantOverrides
-from openrknn.sim.session import lower, make_session
+from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
 _MAX_PRUNE = 16        # chosen layers the pruning pass re-checks one by one
@@ -40,13 +41,14 @@ class MixedPrecisionResult:
     trials: int = 0
 
 
-def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]]) -> list[tuple[str, float]]:
+def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+                      custom_ops: CustomOpRegistry | None = None) -> list[tuple[str, float]]:
     """(layer name, mean single-mode cosine) of every quantized layer, most damaged first."""
     names = [spec.name for spec in quantized.inputs]
     producers = _layer_of_tensor(quantized)
     scores: dict[str, list[float]] = {}
     for sample in samples:
-        result = analyse(quantized, dict(zip(names, sample)))
+        result = analyse(quantized, dict(zip(names, sample)), custom_ops)
         for row in result.rows:
             layer = producers.get(row.tensor)
             if layer and row.single_cos is not None and row.tensor in quantized.quant_params:
@@ -70,22 +72,24 @@ def _layer_of_tensor(model: RKNNModel) -> dict[str, str]:
 
 
 def propose_layers(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], threshold: float = 0.99,
-                   limit: int = 8) -> list[str]:
+                   limit: int = 8, custom_ops: CustomOpRegistry | None = None) -> list[str]:
     """The hybrid proposal: up to ``limit`` layers whose single-mode cosine is below ``threshold``."""
-    return [layer for layer, cos in layer_sensitivity(quantized, samples)[:limit] if not cos >= threshold]
+    return [layer for layer, cos in layer_sensitivity(quantized, samples, custom_ops)[:limit] if not cos >= threshold]
 
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
-                cos_thresh: float, euc_thresh: float | None = None) -> MixedPrecisionResult:
+                cos_thresh: float, euc_thresh: float | None = None,
+                custom_ops: CustomOpRegistry | None = None) -> MixedPrecisionResult:
     """Keep the fewest layers in float16 so that every output meets the thresholds (see module doc)."""
     float_model = float_record(quantized)
-    check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh)
+    check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh, custom_ops)
     if check.passes(quantized):
         return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
-    ranking = [layer for layer, _ in layer_sensitivity(quantized, samples[:1])]
+    ranking = [layer for layer, _ in layer_sensitivity(quantized, samples[:1], custom_ops)]
 
     def trial(layers: Sequence[str]) -> RKNNModel | None:
-        model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(layers)))
+        model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(layers)),
+                               custom_ops)
         return model if check.passes(model) else None
 
     count = _smallest_prefix(ranking, trial)
@@ -97,7 +101,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     for layer in list(reversed(chosen))[:_MAX_PRUNE]:
         if len(chosen) > 1 and trial([c for c in chosen if c != layer]) is not None:
             chosen.remove(layer)
-    model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(chosen)))
+    model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(chosen)), custom_ops)
     check.passes(model)
     return MixedPrecisionResult(model=model, float_layers=chosen, output_cosine=check.last, trials=check.trials)
 
@@ -125,11 +129,12 @@ class _OutputCheck:
     """Runs a candidate on the evaluation samples and compares its outputs with the float model."""
 
     def __init__(self, float_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]], cos_thresh: float,
-                 euc_thresh: float | None) -> None:
+                 euc_thresh: float | None, custom_ops: CustomOpRegistry | None = None) -> None:
         self.names = [spec.name for spec in float_model.inputs]
-        session = make_session(float_model.graph)
+        self.custom_ops = custom_ops
+        session = GraphRunner(float_model.graph, custom_ops)
         self.samples = [list(s) for s in samples]
-        self.golden = [session.run(None, dict(zip(self.names, s))) for s in self.samples]
+        self.golden = [session.run(dict(zip(self.names, s))) for s in self.samples]
         self.cos_thresh, self.euc_thresh = cos_thresh, euc_thresh
         self.last: list[float] = []
         self.trials = 0
@@ -137,10 +142,10 @@ class _OutputCheck:
     def passes(self, model: RKNNModel) -> bool:
         """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines."""
         self.trials += 1
-        session = make_session(lower(model))   # samples are in graph layout: run the lowered graph directly
+        session = GraphRunner(lower(model), self.custom_ops)   # samples are in graph layout: run the lowered graph
         cosines, distances = [], []
         for sample, golden in zip(self.samples, self.golden):
-            outputs = session.run(None, dict(zip(self.names, sample)))
+            outputs = session.run(dict(zip(self.names, sample)))
             cosines.append([cosine(g, o) for g, o in zip(golden, outputs)])
             distances.append([euclidean(g, o) for g, o in zip(golden, outputs)])
         worst_cos = np.nan_to_num(np.array(cosines, np.float64), nan=-1.0).min(axis=0)

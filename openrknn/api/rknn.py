@@ -299,7 +299,7 @@ class RKNN(RuntimeInfo):
         if target is not None:
             log.warning(f"accuracy_analysis: no board connection; target '{target}' is compared on the simulator only")
         from openrknn.analysis import run_accuracy_analysis
-        run_accuracy_analysis(model, inputs, output_dir, self._cfg())
+        run_accuracy_analysis(model, inputs, output_dir, self._cfg(), self._custom_ops)
         return 0
 
     # ---------------------------------------------------------------- info
@@ -329,7 +329,8 @@ class RKNN(RuntimeInfo):
         from openrknn.compile import calibration_setup
         cfg = self._cfg()
         settings, samples = calibration_setup(model, cfg, dataset)
-        result = auto_hybrid(model, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh)
+        result = auto_hybrid(model, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
+                             self._custom_ops)
         chip = chips.get_chip(cfg.platform)
         before = profile.estimate_perf(model, chip).total_time_us
         after = profile.estimate_perf(result.model, chip).total_time_us
@@ -360,7 +361,7 @@ class RKNN(RuntimeInfo):
         note = ""
         if proposal:
             from openrknn.analysis.mixed_precision import propose_layers
-            proposed = propose_layers(model, samples[:max(1, int(proposal_dataset_size))])
+            proposed = propose_layers(model, samples[:max(1, int(proposal_dataset_size))], custom_ops=self._custom_ops)
             float_layers = list(dict.fromkeys(float_layers + proposed))
             note = (f"proposal: {len(proposed)} layer(s) lose most accuracy when quantized alone (single-mode "
                     "cosine < 0.99); they are listed in custom_quantize_layers")
@@ -373,7 +374,7 @@ class RKNN(RuntimeInfo):
         from openrknn.quant import quantize_model
         from openrknn.quant.hybrid import read_step2
         inputs = read_step2(model_input, data_input, model_quantization_cfg)
-        model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides)
+        model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides, self._custom_ops)
         model.golden = inputs.float_model.graph
         self._model, self._source, self._runtime = model, None, None
         self._loaded_from_rknn, self._export_path = False, None

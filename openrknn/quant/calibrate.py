@@ -13,22 +13,24 @@ import onnx
 from onnx import helper
 
 from openrknn.errors import QuantizationError
+from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant.observer import TensorStats
 
 
-def _session(model: onnx.ModelProto, tensors: list[str]):
-    from openrknn.sim.session import make_session
+def _session(model: onnx.ModelProto, tensors: list[str], custom_ops: CustomOpRegistry | None):
+    """A runner for ``model`` with ``tensors`` added to its outputs (custom ops run in Python)."""
+    from openrknn.sim.session import GraphRunner
     graph = onnx.ModelProto()
     graph.CopyFrom(model)
     known = {o.name for o in graph.graph.output}
     for name in tensors:
         if name not in known:
             graph.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-    return make_session(graph)
+    return GraphRunner(graph, custom_ops)
 
 
-def channel_ranges(model: onnx.ModelProto, tensors: Sequence[str],
-                   samples: Sequence[Sequence[np.ndarray]]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def channel_ranges(model: onnx.ModelProto, tensors: Sequence[str], samples: Sequence[Sequence[np.ndarray]],
+                   custom_ops: CustomOpRegistry | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per-channel (axis 1) minimum and maximum of ``tensors`` over ``samples``.
 
     Only the layers those tensors depend on run (the graph is cut after them).
@@ -37,14 +39,15 @@ def channel_ranges(model: onnx.ModelProto, tensors: Sequence[str],
         QuantizationError: the float graph cannot run on a sample.
     """
     graph_inputs = [v.name for v in model.graph.input if v.name not in {i.name for i in model.graph.initializer}]
-    session = _session(_ancestors(model, tensors), list(tensors))
+    session = _session(_ancestors(model, tensors), list(tensors), custom_ops)
     ranges: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for index, sample in enumerate(samples):
         try:
-            values = session.run(list(tensors), dict(zip(graph_inputs, sample)))
-        except Exception as e:  # onnxruntime raises its own exception types
+            by_name = dict(zip(session.output_names, session.run(dict(zip(graph_inputs, sample)))))
+        except Exception as e:  # onnxruntime (or a custom op) raises its own exception types
             raise QuantizationError(f"calibration sample {index + 1} cannot run through the float model: {e}") from e
-        for name, value in zip(tensors, values):
+        for name in tensors:
+            value = by_name[name]
             if value.ndim < 2 or not np.isfinite(value).all():
                 continue
             flat = np.moveaxis(value, 1, 0).reshape(value.shape[1], -1)
@@ -78,7 +81,7 @@ def _ancestors(model: onnx.ModelProto, tensors: Sequence[str]) -> onnx.ModelProt
 
 
 def collect_stats(model: onnx.ModelProto, tensors: Sequence[str], samples: Sequence[Sequence[np.ndarray]],
-                  histograms: bool) -> dict[str, TensorStats]:
+                  histograms: bool, custom_ops: CustomOpRegistry | None = None) -> dict[str, TensorStats]:
     """Statistics of ``tensors`` over ``samples`` (each: one array per graph input, in order).
 
     Raises:
@@ -88,8 +91,8 @@ def collect_stats(model: onnx.ModelProto, tensors: Sequence[str], samples: Seque
 
     graph_inputs = [v.name for v in model.graph.input if v.name not in {i.name for i in model.graph.initializer}]
     tensors = [t for t in tensors if t]
-    session = _session(model, tensors)
-    names = [o.name for o in session.get_outputs()]
+    session = _session(model, tensors, custom_ops)
+    names = session.output_names
     wanted = set(tensors)
     stats = {name: TensorStats() for name in tensors}
     passes = [("calibration", "update_range")] + ([("histograms", "update_histogram")] if histograms else [])
@@ -98,8 +101,8 @@ def collect_stats(model: onnx.ModelProto, tensors: Sequence[str], samples: Seque
                                             leave=False)):
             feeds = dict(zip(graph_inputs, sample))
             try:
-                values = session.run(None, feeds)
-            except Exception as e:  # onnxruntime raises its own exception types
+                values = session.run(feeds)
+            except Exception as e:  # onnxruntime (or a custom op) raises its own exception types
                 raise QuantizationError(f"calibration sample {index + 1} cannot run through the float model: {e}") from e
             for name, value in zip(names, values):
                 if name in wanted:

@@ -230,7 +230,7 @@ def equalization_scales(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where(r > 0, np.clip(r / top, 1.0 / MAX_GAIN, 1.0), 1.0)
 
 
-def equalize_depthwise(model: onnx.ModelProto, samples, method: str = "channel") -> int:
+def equalize_depthwise(model: onnx.ModelProto, samples, method: str = "channel", custom_ops=None) -> int:
     """Cross-layer equalization of ``Conv → [Relu] → depthwise Conv`` activations (in place).
 
     With ``s_c`` from :func:`equalization_scales` on the calibration ranges of each channel of the
@@ -241,7 +241,7 @@ def equalize_depthwise(model: onnx.ModelProto, samples, method: str = "channel")
     which leaves the depthwise Conv's output unchanged (the layers between are positively
     homogeneous). Per-channel weight scales absorb the factors exactly, so only per-tensor
     (``layer``) weights are left alone. One pass over ``samples``, reading only those tensors.
-    Returns the number of pairs rescaled.
+    Returns the number of pairs rescaled. ``custom_ops``: the registry that runs custom-op layers.
     """
     if method == "layer":
         return 0
@@ -249,7 +249,7 @@ def equalize_depthwise(model: onnx.ModelProto, samples, method: str = "channel")
     if not pairs:
         return 0
     from openrknn.quant.calibrate import channel_ranges
-    ranges = channel_ranges(model, [t for _, _, t in pairs], samples)
+    ranges = channel_ranges(model, [t for _, _, t in pairs], samples, custom_ops)
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     uses = Counter(name for node in graph.node for name in node.input)

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 
 from openrknn import log
 from openrknn.errors import QuantizationError
+from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate, numerics
 from openrknn.quant.algorithms import get_algorithm
@@ -29,10 +30,12 @@ from openrknn.quant.weights import params_from_range, quantize_bias, quantize_we
 
 
 def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
-                   settings: QuantSettings, overrides: QuantOverrides | None = None) -> RKNNModel:
+                   settings: QuantSettings, overrides: QuantOverrides | None = None,
+                   custom_ops: CustomOpRegistry | None = None) -> RKNNModel:
     """Quantize a built float model with calibration ``samples`` (raw inputs, graph layout).
 
     ``overrides`` (hybrid quantization) forces layers to float16 and fixes tensor parameters.
+    ``custom_ops`` runs the model's custom-op layers (float32, on the CPU) during calibration.
 
     Returns:
         A new :class:`RKNNModel` whose graph holds integer weights and whose ``quant_params`` /
@@ -52,7 +55,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     graph = _prepare(rknn_model.graph)
     used = list(samples[:settings.sample_count(len(samples))])
     if spec.act_dtype is not None:
-        equalize_depthwise(graph, used, settings.method)
+        equalize_depthwise(graph, used, settings.method, custom_ops)
     overrides = overrides.resolved(graph)
     overrides.check_layers(graph)
     plan = annotate.mark(graph, spec.act_dtype is not None, overrides.float_layers)
@@ -63,7 +66,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     if spec.act_dtype is not None:
         unstored = _float_outputs(graph) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         tensors = sorted(_needs_params(graph, plan, inits) - unstored)
-        stats = collect_stats(graph, tensors, used, algorithm.needs_histogram)
+        stats = collect_stats(graph, tensors, used, algorithm.needs_histogram, custom_ops)
         levels = numerics.qrange(spec.act_dtype, spec.act_qtype)[1] - numerics.qrange(spec.act_dtype, spec.act_qtype)[0]
         keep_range = _unclipped(graph)
         for name, st in stats.items():

@@ -75,7 +75,8 @@ class PartitionedRunner:
         return list(reversed(needed))
 
     def _segment_model(self, model: onnx.ModelProto, seg: _Segment, inits: dict) -> onnx.ModelProto:
-        types = {v.name: v for v in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}
+        types = {v.name: v for v in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)
+                 if v.type.HasField("tensor_type")}   # outputs added for inspection carry no type
         used_inits = [inits[i] for n in seg.nodes for i in n.input if i in inits]
         graph = helper.make_graph(
             seg.nodes, "segment",

@@ -47,11 +47,15 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
         raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
 
 
-class _Runner:
-    """One executable graph: a plain onnxruntime session, or segments around custom ops."""
+class GraphRunner:
+    """One executable graph: a plain onnxruntime session, or segments around custom ops.
 
-    def __init__(self, graph: onnx.ModelProto, custom_ops: CustomOpRegistry | None) -> None:
+    ``run(feeds)`` returns the values of ``output_names`` (the graph outputs, in order).
+    """
+
+    def __init__(self, graph: onnx.ModelProto, custom_ops: CustomOpRegistry | None = None) -> None:
         self.input_types = {v.name: _elem_np_type(v) for v in graph.graph.input}
+        self.output_names = [v.name for v in graph.graph.output]
         if has_custom_ops(graph):
             self._partitioned: PartitionedRunner | None = PartitionedRunner(graph, custom_ops, make_session)
             self._session = None
@@ -74,8 +78,8 @@ class Simulator:
     def __init__(self, model: RKNNModel, custom_ops: CustomOpRegistry | None = None) -> None:
         self.model = model
         self.custom_ops = custom_ops
-        self.session = _Runner(lower(model), custom_ops)
-        self._pass_through_session: _Runner | None = None
+        self.session = GraphRunner(lower(model), custom_ops)
+        self._pass_through_session: GraphRunner | None = None
 
     def run(self, inputs: Sequence[Any], data_format: Sequence[str] | str | None = None,
             inputs_pass_through: Sequence[int] | None = None) -> list[np.ndarray]:
@@ -147,11 +151,11 @@ class Simulator:
                 return pre.normalized_name
         return spec.name
 
-    def _session_for(self, pass_through: list[int]) -> _Runner:
+    def _session_for(self, pass_through: list[int]) -> GraphRunner:
         if not any(pass_through):
             return self.session
         if self._pass_through_session is None:
-            self._pass_through_session = _Runner(_without_preprocess(lower(self.model), self.model), self.custom_ops)
+            self._pass_through_session = GraphRunner(_without_preprocess(lower(self.model), self.model), self.custom_ops)
         return self._pass_through_session
 
 

@@ -74,3 +74,38 @@ def test_reg_custom_op_validates_class(capsys):
     assert rknn.reg_custom_op(cstScaledSigmoid()) == -1
     assert rknn.register_op("./op.rknnop") == -1
     assert "reg_custom_op" in capsys.readouterr().out
+
+
+def test_custom_op_in_quantized_build(tmp_path):
+    """Calibration runs the custom op in Python; it stays float while the Conv around it is int8."""
+    w = _model(tmp_path / "m.onnx")
+    rng = np.random.default_rng(2)
+    lines = []
+    for i in range(4):
+        np.save(tmp_path / f"s{i}.npy", rng.normal(size=(1, 4, 4, 3)).astype(np.float32))
+        lines.append(f"s{i}.npy")
+    (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.reg_custom_op(cstScaledSigmoid) == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "dataset.txt")) == 0
+    model = rknn._model
+    assert model.quant_params["w"]["dtype"] == "int8" and model.quant_params["x"]["dtype"] == "int8"
+    assert "s" not in model.quant_params   # the custom op's output stays float
+    assert rknn.export_rknn(str(tmp_path / "q.rknn")) == 0
+    assert rknn.init_runtime() == 0
+    x = rng.normal(size=(1, 4, 4, 3)).astype(np.float32)
+    out = rknn.inference(inputs=[x])[0]
+    ref = _reference(x.transpose(0, 3, 1, 2), w)
+    cos = float(out.ravel() @ ref.ravel() / (np.linalg.norm(out) * np.linalg.norm(ref)))
+    assert cos > 0.99
+    np.save(tmp_path / "x.npy", x)
+    assert rknn.accuracy_analysis(inputs=[str(tmp_path / "x.npy")], output_dir=str(tmp_path / "snap")) == 0
+    assert "cstScaledSigmoid" in (tmp_path / "snap" / "error_analysis.txt").read_text()
+
+    lite = RKNNLite()
+    assert lite.reg_custom_op(cstScaledSigmoid) == 0
+    assert lite.load_rknn(str(tmp_path / "q.rknn")) == 0
+    assert lite.init_runtime() == 0
+    np.testing.assert_array_equal(lite.inference(inputs=[x])[0], out)
