@@ -52,6 +52,21 @@ def test_core_mask_reaches_the_estimate(tmp_path):
     assert three < one
 
 
+def test_single_core_mode_model_runs_on_one_core(tmp_path, capsys):
+    single = runtime(tmp_path, single_core_mode=True)
+    assert single.export_rknn(str(tmp_path / "single.rknn")) == 0
+    assert single.init_runtime(core_mask=RKNN.NPU_CORE_0_1_2) == 0
+    assert "single_core_mode" in capsys.readouterr().out
+    estimate = single.eval_perf(is_print=False)["total_time"]
+    plain = runtime(tmp_path)
+    assert plain.init_runtime(core_mask=RKNN.NPU_CORE_0) == 0
+    assert estimate == plain.eval_perf(is_print=False)["total_time"]
+    reloaded = RKNN()
+    assert reloaded.load_rknn(str(tmp_path / "single.rknn")) == 0   # the flag travels in the file
+    assert reloaded.init_runtime(core_mask=RKNN.NPU_CORE_0_1_2) == 0
+    assert reloaded.eval_perf(is_print=False)["total_time"] == estimate
+
+
 def test_op_target_cpu_layer_costed_on_cpu(tmp_path):
     rknn = runtime(tmp_path, op_target={"conv1": "cpu"})
     assert rknn.init_runtime(perf_debug=True) == 0
