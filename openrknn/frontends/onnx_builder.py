@@ -33,6 +33,16 @@ from openrknn.frontends import FRONTEND_OPSET
 _SMALL_CONST = 64
 
 
+def fresh_name(hint: str, taken: set[str]) -> str:
+    """``hint`` (or ``hint_1``, ``hint_2``, ...) not in ``taken``; the name is added to ``taken``."""
+    name, k = hint, 1
+    while name in taken:
+        name = f"{hint}_{k}"
+        k += 1
+    taken.add(name)
+    return name
+
+
 class GraphBuilder:
     """Collects nodes, initializers and graph inputs of one ONNX graph.
 
@@ -53,24 +63,14 @@ class GraphBuilder:
     # ----------------------------------------------------------------- names
     def unique(self, hint: str) -> str:
         """A tensor name not used yet, ``hint`` itself when free."""
-        name, k = hint, 1
-        while name in self._names:
-            name = f"{hint}_{k}"
-            k += 1
-        self._names.add(name)
-        return name
+        return fresh_name(hint, self._names)
 
     def is_used(self, name: str) -> bool:
         """Whether a tensor called ``name`` exists already."""
         return name in self._names
 
     def _unique_node(self, hint: str) -> str:
-        name, k = hint, 1
-        while name in self._node_names:
-            name = f"{hint}_{k}"
-            k += 1
-        self._node_names.add(name)
-        return name
+        return fresh_name(hint, self._node_names)
 
     # ---------------------------------------------------------------- tensors
     def add_input(self, name: str, shape: Sequence[int]) -> str:

@@ -23,6 +23,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn.errors import ModelLoadError
+from openrknn.frontends.onnx_builder import fresh_name
 from openrknn.frontends.tflite.reader import Operator, TFLiteGraph
 from openrknn.graph.custom_ops import CustomOpRegistry
 
@@ -83,22 +84,12 @@ class Context:
     # ------------------------------------------------------------------ names
     def unique(self, hint: str) -> str:
         """A fresh tensor name based on ``hint``."""
-        name, k = hint, 1
-        while name in self._names:
-            name = f"{hint}_{k}"
-            k += 1
-        self._names.add(name)
-        return name
+        return fresh_name(hint, self._names)
 
     def node(self, op_type: str, inputs: list[str], outputs: list[str], name: str | None = None,
              domain: str | None = None, **attrs: Any) -> onnx.NodeProto:
         """Append an ONNX node (named after its first output unless ``name`` is given)."""
-        base = name or outputs[0]
-        node_name, k = base, 1
-        while node_name in self._node_names:
-            node_name = f"{base}_{k}"
-            k += 1
-        self._node_names.add(node_name)
+        node_name = fresh_name(name or outputs[0], self._node_names)
         made = helper.make_node(op_type, inputs, outputs, name=node_name, domain=domain, **attrs)
         self.nodes.append(made)
         return made
