@@ -375,7 +375,6 @@ class RKNN(RuntimeInfo):
         from openrknn.quant.hybrid import read_step2
         inputs = read_step2(model_input, data_input, model_quantization_cfg)
         model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides, self._custom_ops)
-        model.golden = inputs.float_model.graph
         self._model, self._source, self._runtime = model, None, None
         self._loaded_from_rknn, self._export_path = False, None
         log.info(f"hybrid_quantization_step2: {len(inputs.overrides.float_layers)} layer(s) in float16, "

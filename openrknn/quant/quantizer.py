@@ -56,6 +56,10 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     used = list(samples[:settings.sample_count(len(samples))])
     if spec.act_dtype is not None:
         equalize_depthwise(graph, used, settings.method, custom_ops)
+    # The float graph the quantized one is compared with: folded and equalized the same way, so
+    # every intermediate tensor means the same thing in both (equalization rescales channels).
+    golden = onnx.ModelProto()
+    golden.CopyFrom(graph)
     overrides = overrides.resolved(graph)
     overrides.check_layers(graph)
     plan = annotate.mark(graph, spec.act_dtype is not None, overrides.float_layers)
@@ -82,7 +86,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     quant_params = {name: p.to_dict() for name, p in act_params.items()}
     _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides)
     model = replace(rknn_model, graph=graph, quantized_dtype=settings.canonical, quant_params=quant_params,
-                    tensor_dtypes=_tensor_dtypes(graph, act_params, quant_params))
+                    tensor_dtypes=_tensor_dtypes(graph, act_params, quant_params), golden=golden)
     model.metadata = dict(rknn_model.metadata, quantization={
         "algorithm": settings.algorithm, "method": settings.method, "samples": len(used),
         "float_layers": sorted(overrides.float_layers), "fixed_parameters": sorted(overrides.params),
