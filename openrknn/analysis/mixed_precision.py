@@ -5,7 +5,9 @@ it alone is quantized (golden inputs). Layers are ranked by that cosine, lowest 
 
 Automatic mixed precision then looks for the shortest prefix of that ranking which, kept in float16,
 makes every model output meet the thresholds on the calibration samples (cosine ≥
-``auto_hybrid_cos_thresh`` and, when given, euclidean distance ≤ ``auto_hybrid_euc_thresh``):
+``auto_hybrid_cos_thresh`` on each sample — for outputs of fewer than 16 values, on the values of
+all samples stacked, since the cosine of a single score is always ±1 — and, when given,
+euclidean distance ≤ ``auto_hybrid_euc_thresh``):
 a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n layers), then a
 pruning pass that returns every chosen layer the thresholds do not need. Each trial re-quantizes
 with the same samples, so the result is deterministic.
@@ -28,6 +30,7 @@ from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
 _MAX_PRUNE = 16        # chosen layers the pruning pass re-checks one by one
+_SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
 
 
 @dataclass
@@ -125,6 +128,23 @@ def _smallest_prefix(ranking: list[str], trial) -> int | None:
     return high
 
 
+def worst_output_cosines(golden: Sequence[Sequence[np.ndarray]], results: Sequence[Sequence[np.ndarray]]) -> list[float]:
+    """Per model output, the lowest cosine over the samples (``golden[s][k]`` vs ``results[s][k]``).
+
+    An output of fewer than 16 values (a score, a flag) is compared once, on the values of every
+    sample stacked: the cosine of a single number is always ±1. NaN counts as -1.
+    """
+    worst = []
+    for k, first in enumerate(golden[0]):
+        if np.asarray(first).size < _SMALL_OUTPUT:
+            scores = [cosine(np.concatenate([np.ravel(g[k]) for g in golden]),
+                             np.concatenate([np.ravel(r[k]) for r in results]))]
+        else:
+            scores = [cosine(g[k], r[k]) for g, r in zip(golden, results)]
+        worst.append(float(np.nan_to_num(np.min(scores), nan=-1.0)))
+    return worst
+
+
 class _OutputCheck:
     """Runs a candidate on the evaluation samples and compares its outputs with the float model."""
 
@@ -143,12 +163,9 @@ class _OutputCheck:
         """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines."""
         self.trials += 1
         session = GraphRunner(lower(model), self.custom_ops)   # samples are in graph layout: run the lowered graph
-        cosines, distances = [], []
-        for sample, golden in zip(self.samples, self.golden):
-            outputs = session.run(dict(zip(self.names, sample)))
-            cosines.append([cosine(g, o) for g, o in zip(golden, outputs)])
-            distances.append([euclidean(g, o) for g, o in zip(golden, outputs)])
-        worst_cos = np.nan_to_num(np.array(cosines, np.float64), nan=-1.0).min(axis=0)
+        results = [session.run(dict(zip(self.names, sample))) for sample in self.samples]
+        worst_cos = np.array(worst_output_cosines(self.golden, results))
+        distances = [[euclidean(g, o) for g, o in zip(golden, outputs)] for golden, outputs in zip(self.golden, results)]
         self.last = [round(float(c), 6) for c in worst_cos]
         ok = bool(np.all(worst_cos >= self.cos_thresh))
         if self.euc_thresh is not None:

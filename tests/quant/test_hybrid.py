@@ -119,3 +119,14 @@ def test_auto_hybrid_moves_only_the_hard_layer(workdir, capsys):
     assert moved == ["conv2"], moved
     assert _output_cosine(rknn, workdir) >= 0.99
     assert "auto_hybrid: 1 layer(s) moved" in capsys.readouterr().out
+
+
+def test_auto_hybrid_judges_one_value_outputs_across_samples():
+    from openrknn.analysis.mixed_precision import worst_output_cosines
+    golden = [[np.array([[0.1]]), np.arange(32.0)], [np.array([[0.9]]), np.arange(32.0) + 1]]
+    flat = [[np.array([[0.5]]), np.arange(32.0)], [np.array([[0.5]]), np.arange(32.0) + 1]]
+    score, big = worst_output_cosines(golden, flat)
+    assert score < 0.8          # per sample the cosine of one number is 1: stacked it shows the loss
+    assert big == pytest.approx(1.0)
+    noisy = [[np.array([[0.1]]), -np.arange(32.0)], [np.array([[0.9]]), np.arange(32.0) + 1]]
+    assert worst_output_cosines(golden, noisy)[1] == pytest.approx(-1.0)   # the worst sample counts
