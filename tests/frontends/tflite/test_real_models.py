@@ -125,3 +125,28 @@ def test_custom_op_refused_without_registration(shared_data, capsys):
     assert rknn.load_tflite(str(shared_data / "models" / "tflite" / "selfie_segmentation.tflite")) == -1
     log = capsys.readouterr().out
     assert f"'{CUSTOM}'" in log and "reg_custom_op" in log and "E " in log
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_real_model_int8_build_runs_close_to_float(shared_data, tmp_path, name):
+    """w8a8 with a few photos as calibration (the custom op stays float, run by its class)."""
+    photos = sorted(p for p in (shared_data / "images").iterdir() if p.suffix.lower() in (".png", ".jpg"))
+    evaluation = shared_data / "images" / "astronaut.png"     # a person, a face, a hand: every model has work
+    (tmp_path / "dataset.txt").write_text("\n".join([str(p) for p in photos if p != evaluation][:4]) + "\n")
+    path = str(shared_data / "models" / "tflite" / f"{name}.tflite")
+    outputs = {}
+    for quantize in (False, True):
+        rknn = RKNN()
+        assert rknn.config(target_platform="rk3588", mean_values=[[127.5] * 3], std_values=[[127.5] * 3]) == 0
+        if name == "selfie_segmentation":
+            assert rknn.reg_custom_op(Convolution2DTransposeBias) == 0
+        assert rknn.load_tflite(path) == 0
+        assert rknn.build(do_quantization=quantize, dataset=str(tmp_path / "dataset.txt")) == 0
+        assert rknn.init_runtime() == 0
+        h, w = rknn._model.inputs[0].shape[1:3]
+        image = np.asarray(__import__("PIL.Image", fromlist=["Image"]).open(evaluation).convert("RGB").resize((w, h)))
+        outputs[quantize] = rknn.inference(inputs=[image[None]])
+        rknn.release()
+    assert [o.shape for o in outputs[True]] == [o.shape for o in outputs[False]]
+    print(name, [round(cosine(q, f), 5) for q, f in zip(outputs[True], outputs[False])])
+    assert cosine(outputs[True][0], outputs[False][0]) > 0.98
