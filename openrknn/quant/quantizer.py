@@ -113,9 +113,10 @@ def _float_outputs(graph: onnx.ModelProto) -> set[str]:
     """Tensors left in float16 because only float16 layers (or the user) read them.
 
     An integer Conv/MatMul read only by float layers writes float16 (``s_x·s_w·acc + b``) instead
-    of requantizing; an element-wise integer layer (``qfloat``) in that position becomes a float16
-    layer, which can in turn free its producer — repeated until nothing changes, so the tail of a
-    network after its last integer layer (logits → Softmax) stays in float16.
+    of requantizing; an element-wise integer layer (``qfloat``) or a data-movement layer (``pass``:
+    Reshape, Slice, Transpose, ...) in that position becomes a float16 layer, which can in turn
+    free its producer — repeated until nothing changes, so the tail of a network after its last
+    integer layer (logits → Softmax, a Conv → Slice → Pow spectrum) stays in float16.
     """
     outputs = {o.name for o in graph.graph.output}
     float_readers = (annotate.FLOAT, annotate.OTHER, annotate.INTERNAL)
@@ -129,12 +130,12 @@ def _float_outputs(graph: onnx.ModelProto) -> set[str]:
                 readers.setdefault(name, []).append(annotate.node_kind(node))
         for node in graph.graph.node:
             kind = annotate.node_kind(node)
-            if kind not in (annotate.QCONV, annotate.QMATMUL, annotate.QMATMUL2, annotate.QFLOAT):
+            if kind not in (annotate.QCONV, annotate.QMATMUL, annotate.QMATMUL2, annotate.QFLOAT, annotate.PASS):
                 continue
             outs = [o for o in node.output if o]
             if not all(all(k in float_readers for k in readers.get(o, [])) for o in outs):
                 continue
-            if kind == annotate.QFLOAT:
+            if kind in (annotate.QFLOAT, annotate.PASS):
                 annotate.set_kind(node, annotate.FLOAT)
                 changed = True
             elif not set(outs) <= result:

@@ -133,3 +133,35 @@ def test_accuracy_analysis_runs_on_quantized(quant_setup, tmp_path):
     sample = np.ascontiguousarray(quant_setup["eval"][0][None])
     assert rknn.accuracy_analysis(inputs=[sample], output_dir=str(tmp_path / "snap")) == 0
     assert any((tmp_path / "snap").iterdir())
+
+
+def test_data_movement_before_float_layers_stays_float16(tmp_path):
+    """Conv → Slice → Pow: the slice only moves values to a float16 layer, so neither it nor the
+    Conv requantizes to int8 (the Conv writes float16, as an output layer does)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["c2"], name="conv2"),
+             helper.make_node("Slice", ["c2", "starts", "ends", "axes"], ["s"], name="slice"),
+             helper.make_node("Pow", ["s", "two"], ["y"], name="pow")]
+    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (8, 3, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.5, (8, 8, 1, 1)).astype(np.float32), "w2"),
+             numpy_helper.from_array(np.array([0], np.int64), "starts"),
+             numpy_helper.from_array(np.array([4], np.int64), "ends"),
+             numpy_helper.from_array(np.array([1], np.int64), "axes"),
+             numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    for i in range(3):
+        np.save(tmp_path / f"s{i}.npy", rng.normal(size=(1, 3, 8, 8)).astype(np.float32))
+    (tmp_path / "dataset.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "dataset.txt")) == 0
+    dtypes = rknn._model.tensor_dtypes
+    assert dtypes["r"] == "int8" and "w2" in rknn._model.quant_params       # conv2 still computes in int8
+    assert dtypes["c2"] == "float16" and dtypes["s"] == "float16"
