@@ -36,13 +36,25 @@ def lower(model: RKNNModel) -> onnx.ModelProto:
     return lower_fp16(model.graph, exclude=cpu_tensors)
 
 
+# onnxruntime rewrites "DequantizeLinear → Conv/MatMul with float weights → QuantizeLinear" by
+# quantizing those weights itself (to 8 bits, per tensor): our float-weight layers between integer
+# tensors (16-bit layers, float fallbacks) must run with exactly the weights the model stores.
+_CHANGES_SEMANTICS = ["WeightBiasQuantization"]
+
+
 def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
+    """An onnxruntime CPU session for ``graph`` with the optimizations that keep its values.
+
+    Raises:
+        RuntimeStateError: onnxruntime refuses the graph.
+    """
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
-    try:
-        return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    try:   # onnxruntime ignores optimizer names it does not have (versions before that optimizer)
+        return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                                    disabled_optimizers=_CHANGES_SEMANTICS)
     except Exception as e:  # onnxruntime raises its own exception classes
         raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
 
