@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 
 from openrknn import log
-from openrknn.errors import ConfigError, ModelFileError, NotSupportedError
+from openrknn.errors import ConfigError, ModelFileError
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file import from_container, to_container
 from openrknn.model_file.container import Container, write_atomic
@@ -114,7 +114,7 @@ def read_step2(model_path: str, data_path: str, config_path: str) -> Step2Inputs
 
     Raises:
         ModelFileError: a missing or foreign ``.model`` / ``.data`` file.
-        ConfigError / NotSupportedError: a config entry naming an unknown tensor or an unsupported dtype.
+        ConfigError: a config entry naming an unknown tensor or an unsupported dtype.
     """
     graph, facts = _read_model(model_path)
     float_model = from_container(Container(header=facts["header"], sections={"graph.onnx": graph.SerializeToString()}),
@@ -123,7 +123,8 @@ def read_step2(model_path: str, data_path: str, config_path: str) -> Step2Inputs
     samples = _read_samples(data_path)
     settings = QuantSettings(**facts["settings"])
     config = read_config(config_path)
-    overrides = QuantOverrides(float_layers=frozenset(_float_layers(config, float_model.graph, config_path)),
+    float_layers, int16_layers = _layer_dtypes(config, float_model.graph, config_path)
+    overrides = QuantOverrides(float_layers=frozenset(float_layers), int16_layers=frozenset(int16_layers),
                                params=_edited_parameters(config, facts.get("step1_parameters", {}), config_path))
     return Step2Inputs(float_model=float_model, samples=samples, settings=settings, overrides=overrides)
 
@@ -160,9 +161,10 @@ def _read_samples(path: str) -> list[list[np.ndarray]]:
     return [[sample[j] for j in sorted(sample)] for _, sample in sorted(samples.items())]
 
 
-def _float_layers(config: HybridConfig, graph: onnx.ModelProto, path: str) -> list[str]:
+def _layer_dtypes(config: HybridConfig, graph: onnx.ModelProto, path: str) -> tuple[list[str], list[str]]:
+    """The layers ``custom_quantize_layers`` moves to float16 and to int16 (node names)."""
     producers = producer_of(graph)
-    layers = []
+    layers, sixteen = [], []
     for name, dtype in config.layers.items():
         if name not in producers:
             import difflib
@@ -170,11 +172,10 @@ def _float_layers(config: HybridConfig, graph: onnx.ModelProto, path: str) -> li
             raise ConfigError(f"'{path}': custom_quantize_layers names '{name}', which is neither a tensor nor a "
                               f"layer of the model" + (f" (did you mean {close}?)" if close else ""))
         if dtype == "int16":
-            raise NotSupportedError(f"'{path}': layer '{name}' asks for int16; mixing int16 layers into an 8-bit "
-                                    "model is not simulated yet — use float16 for that layer")
+            sixteen.append(producers[name])
         if dtype == "float16":
             layers.append(producers[name])
-    return layers
+    return layers, sixteen
 
 
 def _edited_parameters(config: HybridConfig, originals: dict[str, dict], path: str) -> dict[str, dict[str, Any]]:

@@ -23,12 +23,14 @@ class QuantOverrides:
 
     Attributes:
         float_layers: node names that run in float16 (weights not quantized).
+        int16_layers: node names whose weights and output tensors are 16-bit in an 8-bit model.
         params: tensor name -> ``{"mode": MODE_RANGE|MODE_SCALE, "min", "max", "scale", "zero_point"}``.
         float_subgraphs: ``custom_hybrid`` pairs ``(input tensor, output tensor)``: every layer on a path
             from the input to the output runs in float16 (resolved on the graph being quantized).
     """
 
     float_layers: frozenset[str] = frozenset()
+    int16_layers: frozenset[str] = frozenset()
     params: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     float_subgraphs: tuple[tuple[str, str], ...] = ()
 
@@ -42,7 +44,10 @@ class QuantOverrides:
     def check_layers(self, graph: onnx.ModelProto) -> None:
         """Every named layer must exist in the graph being quantized."""
         names = [n.name for n in graph.graph.node]
-        for layer in sorted(self.float_layers - set(names)):
+        both = self.float_layers & self.int16_layers
+        if both:
+            raise QuantizationError(f"hybrid quantization puts layer(s) {sorted(both)} in both float16 and int16")
+        for layer in sorted((self.float_layers | self.int16_layers) - set(names)):
             close = difflib.get_close_matches(layer, names, n=3)
             raise QuantizationError(f"hybrid quantization names layer '{layer}', which is not in the model"
                                     + (f" (did you mean {close}?)" if close else ""))

@@ -25,8 +25,8 @@ from openrknn.quant.calibrate import collect_stats
 from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
-from openrknn.quant.settings import QuantSettings
-from openrknn.quant.weights import params_from_range, quantize_bias, quantize_weight
+from openrknn.quant.settings import DTYPES, DtypeSpec, QuantSettings
+from openrknn.quant.weights import narrowed, params_from_range, quantize_bias, quantize_weight
 
 
 def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
@@ -67,16 +67,18 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     inits = {i.name for i in graph.graph.initializer}
     act_params: dict[str, QuantParams] = {}
     stats: dict = {}
+    sixteen, wide = _int16_plan(graph, plan, overrides, settings)
     if spec.act_dtype is not None:
         unstored = _float_outputs(graph) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         tensors = sorted(_needs_params(graph, plan, inits) - unstored)
         stats = collect_stats(graph, tensors, used, algorithm.needs_histogram, custom_ops)
-        levels = numerics.qrange(spec.act_dtype, spec.act_qtype)[1] - numerics.qrange(spec.act_dtype, spec.act_qtype)[0]
         keep_range = _unclipped(graph)
         for name, st in stats.items():
             if st.seen:
-                lo, hi = (st.min, st.max) if name in keep_range else algorithm.activation_range(st, levels)
-                act_params[name] = params_from_range(lo, hi, spec.act_dtype, spec.act_qtype)
+                dtype, qtype = (wide.act_dtype, wide.act_qtype) if name in sixteen else (spec.act_dtype, spec.act_qtype)
+                low_q, high_q = numerics.qrange(dtype, qtype)
+                lo, hi = (st.min, st.max) if name in keep_range else algorithm.activation_range(st, high_q - low_q)
+                act_params[name] = params_from_range(lo, hi, dtype, qtype)
         for tensor, source in plan.shared:
             if source in act_params:
                 act_params[tensor] = act_params[source]
@@ -84,12 +86,14 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
             act_params.pop(tensor, None)
         act_params.update(overrides.activation_params(act_params))
     quant_params = {name: p.to_dict() for name, p in act_params.items()}
-    _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides)
+    _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides,
+                      _int16_weights(graph, plan, overrides), wide)
     model = replace(rknn_model, graph=graph, quantized_dtype=settings.canonical, quant_params=quant_params,
                     tensor_dtypes=_tensor_dtypes(graph, act_params, quant_params), golden=golden)
     model.metadata = dict(rknn_model.metadata, quantization={
         "algorithm": settings.algorithm, "method": settings.method, "samples": len(used),
-        "float_layers": sorted(overrides.float_layers), "fixed_parameters": sorted(overrides.params),
+        "float_layers": sorted(overrides.float_layers), "int16_layers": sorted(overrides.int16_layers),
+        "fixed_parameters": sorted(overrides.params),
         "seconds": round(time.perf_counter() - started, 3)})
     log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
              f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")
@@ -171,17 +175,59 @@ def _prepare(source: onnx.ModelProto) -> onnx.ModelProto:
         raise QuantizationError(f"shape inference failed on the graph to quantize: {e}") from e
 
 
+def _int16_plan(graph: onnx.ModelProto, plan: annotate.Plan, overrides: QuantOverrides,
+                settings: QuantSettings) -> tuple[set[str], DtypeSpec | None]:
+    """Activation tensors of the hybrid int16 layers, and the 16-bit dtype they use.
+
+    A layer's output tensors are 16-bit, and so is every tensor that shares their parameters (its
+    fused activation, Reshapes after it). Toolkit 1 models use ``dynamic_fixed_point-i16``,
+    Toolkit 2 models ``w16a16i`` (asymmetric activations, symmetric weights).
+
+    Raises:
+        QuantizationError: int16 layers in a model whose activations are not 8-bit.
+    """
+    if not overrides.int16_layers:
+        return set(), None
+    if settings.spec.act_dtype not in ("int8", "uint8"):
+        raise QuantizationError(f"int16 layers {sorted(overrides.int16_layers)[:4]} need an 8-bit model; "
+                                f"{settings.canonical} activations are not 8-bit")
+    wide = DTYPES["dynamic_fixed_point-i16" if settings.toolkit == 1 else "w16a16i"]
+    tensors = {o for n in graph.graph.node if n.name in overrides.int16_layers for o in n.output if o}
+    links: dict[str, set[str]] = {}
+    for tensor, source in plan.shared:
+        links.setdefault(tensor, set()).add(source)
+        links.setdefault(source, set()).add(tensor)
+    stack = list(tensors)
+    while stack:
+        for other in links.get(stack.pop(), ()):
+            if other not in tensors:
+                tensors.add(other)
+                stack.append(other)
+    return tensors, wide
+
+
+def _int16_weights(graph: onnx.ModelProto, plan: annotate.Plan, overrides: QuantOverrides) -> set[str]:
+    return {n.input[1] for n in graph.graph.node
+            if n.name in overrides.int16_layers and len(n.input) > 1 and n.input[1] in plan.weights}
+
+
 def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: QuantSettings, algorithm,
                       act_params: dict[str, QuantParams], quant_params: dict[str, dict], stats: dict,
-                      overrides: QuantOverrides) -> None:
+                      overrides: QuantOverrides, int16_weights: set[str] = frozenset(),
+                      wide: DtypeSpec | None = None) -> None:
     spec = settings.spec
     inits = {i.name: i for i in graph.graph.initializer}
     weight_params: dict[str, QuantParams] = {}
     errors: dict[str, np.ndarray] = {}
     for name, (axis, group_axis) in plan.weights.items():
         array = numpy_helper.to_array(inits[name]).astype(np.float32)
-        q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype, settings.method,
-                                    settings.group_size, algorithm)
+        if name in int16_weights:   # a hybrid int16 layer: 16-bit weights, one scale per output channel
+            method = "layer" if settings.method == "layer" else "channel"
+            q, params = quantize_weight(array, axis, group_axis, wide.weight_dtype, wide.weight_qtype, method, None,
+                                        algorithm)
+        else:
+            q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype,
+                                        settings.method, settings.group_size, algorithm)
         if name in overrides.params:   # hybrid config: the user's parameters for this weight
             params = overrides.weight_params(name, params)
             q = numerics.quantize(array, params)
@@ -196,7 +242,10 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
     for name, (x, weight) in plan.biases.items():
         if x not in act_params or weight not in weight_params:
             continue
-        q, record = quantize_bias(numpy_helper.to_array(inits[name]).astype(np.float32), act_params[x],
+        x_params = act_params[x]
+        if x_params.dtype == "int16" and weight not in int16_weights:   # an 8-bit layer reading a 16-bit tensor
+            x_params = narrowed(x_params, spec.act_dtype, spec.act_qtype)
+        q, record = quantize_bias(numpy_helper.to_array(inits[name]).astype(np.float32), x_params,
                                   weight_params[weight])
         inits[name].CopyFrom(numpy_helper.from_array(q, name))
         quant_params[name] = record

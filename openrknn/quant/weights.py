@@ -21,6 +21,13 @@ def params_from_range(lo: np.ndarray, hi: np.ndarray, dtype: str, qtype: str, **
                        range_min=lo.astype(np.float32), range_max=hi.astype(np.float32), **extra)
 
 
+def narrowed(params: QuantParams, dtype: str, qtype: str) -> QuantParams:
+    """The ``dtype``/``qtype`` parameters an 8-bit layer reads a 16-bit tensor with: the range the
+    16-bit parameters represent, ``[s·(q_min − z), s·(q_max − z)]``, requantized."""
+    scale, zero = float(params.scale.ravel()[0]), float(params.zero_point.ravel()[0])
+    return params_from_range(scale * (params.qmin - zero), scale * (params.qmax - zero), dtype, qtype)
+
+
 def quantize_weight(array: np.ndarray, axis: int, group_axis: int, dtype: str, qtype: str, method: str,
                     group_size: int | None, algorithm: CalibrationAlgorithm) -> tuple[np.ndarray, QuantParams]:
     """Quantize a float weight; returns the integer array and its parameters.

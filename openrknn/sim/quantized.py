@@ -15,7 +15,8 @@ itself for graph inputs/outputs and names used inside subgraphs). Layers are low
 * ``float``: the op in float32 on float inputs, output rounded to float16.
 
 16-bit activations have no integer kernels in onnxruntime: their Conv/MatMul layers run as
-``qfloat`` on the dequantized int16 weights. Weight-only dtypes (w8a16, w4a16) dequantize the
+``qfloat`` on the dequantized int16 weights. In an 8-bit model with hybrid int16 layers, an 8-bit
+layer reads a 16-bit tensor through a requantization to 8 bits (``T__as8``). Weight-only dtypes (w8a16, w4a16) dequantize the
 weights and run the fp16 lowering of ``openrknn.sim.fp16``.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from onnx import helper, numpy_helper
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate
 from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, dequantize, requant_multiplier
+from openrknn.quant.weights import narrowed
 from openrknn.sim.fp16 import lower_fp16, round_to_fp16
 
 _MS_DOMAIN = "com.microsoft"
@@ -102,6 +104,9 @@ class _Lowering:
         self.float_name: dict[str, str] = {}
         self.uses_ms = False
         self._consts: set[str] = set()
+        from openrknn.quant.settings import DTYPES
+        spec = DTYPES.get(model.quantized_dtype or "w8a8", DTYPES["w8a8"])
+        self.narrow_to = (spec.act_dtype, spec.act_qtype)   # what 8-bit layers read 16-bit tensors as
 
     # ------------------------------------------------------------------ driver
     def run(self) -> onnx.ModelProto:
@@ -114,7 +119,7 @@ class _Lowering:
             self.float_name[value.name] = value.name
         for node in self.src.graph.node:
             kind = annotate.node_kind(node) or self._guess(node)
-            getattr(self, f"_lower_{kind}")(node)
+            getattr(self, f"_lower_{kind}")(self._narrow_inputs(node, kind))
         for out in self.src.graph.output:
             if out.name in self.float_tensors or out.name in self.int_name:
                 self.need_float(out.name)
@@ -139,6 +144,34 @@ class _Lowering:
             return annotate.OTHER
         integer = all(o in self.params and self.dtypes.get(o, self.params[o].dtype) != "float16" for o in outs)
         return annotate.QFLOAT if integer else annotate.FLOAT
+
+    def _narrow_inputs(self, node: onnx.NodeProto, kind: str) -> onnx.NodeProto:
+        """An 8-bit layer reading a 16-bit tensor (the output of a hybrid int16 layer) reads it
+        requantized to 8 bits over the range the 16-bit parameters cover (``quant.weights.narrowed``),
+        the conversion the NPU inserts between the two."""
+        outs = [o for o in node.output if o in self.params]
+        if kind not in annotate.INTEGER_KINDS or not outs or not self.is_8bit(*outs):
+            return node
+        wide = [i for i in node.input if i and i not in self.inits and i in self.params
+                and self.params[i].dtype == "int16"]
+        if not wide:
+            return node
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        for k, name in enumerate(copy.input):
+            if name in wide:
+                copy.input[k] = self._narrowed(name)
+        return copy
+
+    def _narrowed(self, tensor: str) -> str:
+        alias = f"{tensor}__as8"
+        if alias not in self.params:
+            params = narrowed(self.params[tensor], *self.narrow_to)
+            if params.dtype == "int8":   # held as uint8, like every int8 activation here
+                params = replace(params, dtype="uint8", zero_point=params.zero_point + 128)
+            self.params[alias] = params
+            self.float_name[alias] = self.need_float(tensor)
+        return alias
 
     # ------------------------------------------------------------------ tensor forms
     def const(self, name: str, array: np.ndarray) -> str:

@@ -69,6 +69,39 @@ def test_step1_edit_step2_beats_plain_int8(workdir):
     assert hybrid.export_rknn(str(workdir / "hybrid.rknn")) == 0
 
 
+def test_int16_layer_in_an_8bit_model(workdir):
+    """conv2 moved to int16 (Toolkit 1 spelling accepted): 16-bit weights and output, the int8
+    conv3 reads it requantized to 8 bits; as accurate as float16 for this layer, and it round-trips."""
+    plain = _rknn(workdir)
+    assert plain.build(do_quantization=True, dataset="dataset.txt") == 0
+    plain_cos = _output_cosine(plain, workdir)
+    assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt") == 0
+    cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
+    cfg["custom_quantize_layers"] = {CONV2_OUT: "dynamic_fixed_point-i16"}
+    (workdir / "net.quantization.cfg").write_text(yaml.safe_dump(cfg))
+    hybrid = RKNN()
+    assert hybrid.hybrid_quantization_step2("net.model", "net.data", "net.quantization.cfg") == 0
+    model = hybrid._model
+    assert model.quant_params["w2"]["dtype"] == "int16" and model.quant_params["w3"]["dtype"] == "int8"
+    assert model.tensor_dtypes["r2"] == "int16" and model.tensor_dtypes["r1"] == "int8"
+    hybrid_cos = _output_cosine(hybrid, workdir)
+    assert hybrid_cos > plain_cos + 0.01 and hybrid_cos > 0.99, (plain_cos, hybrid_cos)
+
+    assert hybrid.export_rknn(str(workdir / "i16.rknn")) == 0
+    x = np.load(workdir / "x0.npy")
+    loaded = RKNN()
+    assert loaded.load_rknn(str(workdir / "i16.rknn")) == 0 and loaded.init_runtime() == 0
+    np.testing.assert_array_equal(loaded.inference(inputs=[x], data_format="nchw")[0],
+                                  hybrid.inference(inputs=[x], data_format="nchw")[0])
+    cycles = {}
+    for label, rknn in (("int8", plain), ("int16", hybrid)):   # 16-bit MACs run at a quarter of the int8 rate
+        assert rknn.init_runtime(perf_debug=True) == 0
+        layers = rknn.eval_perf(is_print=False)["layers"].values()
+        cycles[label] = {v["name"]: v["npu_cycles"] for v in layers}
+    assert cycles["int16"]["conv2"] > cycles["int8"]["conv2"], cycles
+    assert cycles["int16"]["conv1"] == cycles["int8"]["conv1"]
+
+
 def test_edited_range_is_used(workdir):
     assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt") == 0
     cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
