@@ -38,7 +38,8 @@ class MixedPrecisionResult:
     """What automatic mixed precision decided."""
 
     model: RKNNModel
-    float_layers: list[str] = field(default_factory=list)
+    float_layers: list[str] = field(default_factory=list)   # the layers moved to ``precision``
+    precision: str = "float16"
     output_cosine: list[float] = field(default_factory=list)
     met: bool = True
     trials: int = 0
@@ -82,8 +83,14 @@ def propose_layers(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]]
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
                 cos_thresh: float, euc_thresh: float | None = None,
-                custom_ops: CustomOpRegistry | None = None) -> MixedPrecisionResult:
-    """Keep the fewest layers in float16 so that every output meets the thresholds (see module doc)."""
+                custom_ops: CustomOpRegistry | None = None, precision: str = "float16") -> MixedPrecisionResult:
+    """Raise the fewest layers to ``precision`` ('float16', or 'int16' on chips whose NPU has no
+    float16) so that every output meets the thresholds (see module doc)."""
+    def overrides(layers: Sequence[str]) -> QuantOverrides:
+        if precision == "int16":
+            return QuantOverrides(int16_layers=frozenset(layers))
+        return QuantOverrides(float_layers=frozenset(layers))
+
     float_model = float_record(quantized)
     check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh, custom_ops)
     if check.passes(quantized):
@@ -91,22 +98,23 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     ranking = [layer for layer, _ in layer_sensitivity(quantized, samples[:1], custom_ops)]
 
     def trial(layers: Sequence[str]) -> RKNNModel | None:
-        model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(layers)),
-                               custom_ops)
+        model = quantize_model(float_model, samples, settings, overrides(layers), custom_ops)
         return model if check.passes(model) else None
 
     count = _smallest_prefix(ranking, trial)
     if count is None:
-        log.warning(f"auto_hybrid: even with all {len(ranking)} quantized layers in float16 the outputs miss the "
-                    f"threshold (cosine {check.last}); keeping the plain quantized model")
-        return MixedPrecisionResult(model=quantized, output_cosine=check.last, met=False, trials=check.trials)
+        log.warning(f"auto_hybrid: even with all {len(ranking)} quantized layers in {precision} the outputs miss "
+                    f"the threshold (cosine {check.last}); keeping the plain quantized model")
+        return MixedPrecisionResult(model=quantized, precision=precision, output_cosine=check.last, met=False,
+                                    trials=check.trials)
     chosen = list(ranking[:count])
     for layer in list(reversed(chosen))[:_MAX_PRUNE]:
         if len(chosen) > 1 and trial([c for c in chosen if c != layer]) is not None:
             chosen.remove(layer)
-    model = quantize_model(float_model, samples, settings, QuantOverrides(float_layers=frozenset(chosen)), custom_ops)
+    model = quantize_model(float_model, samples, settings, overrides(chosen), custom_ops)
     check.passes(model)
-    return MixedPrecisionResult(model=model, float_layers=chosen, output_cosine=check.last, trials=check.trials)
+    return MixedPrecisionResult(model=model, float_layers=chosen, precision=precision, output_cosine=check.last,
+                                trials=check.trials)
 
 
 def _smallest_prefix(ranking: list[str], trial) -> int | None:

@@ -154,6 +154,18 @@ def test_auto_hybrid_moves_only_the_hard_layer(workdir, capsys):
     assert "auto_hybrid: 1 layer(s) moved" in capsys.readouterr().out
 
 
+def test_auto_hybrid_uses_int16_where_the_npu_has_no_float16(workdir, capsys):
+    rknn = RKNN()
+    assert rknn.config(target_platform="rv1106", auto_hybrid_cos_thresh=0.99) == 0
+    assert rknn.load_onnx(str(workdir / "net.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
+    facts = rknn._model.metadata["auto_hybrid"]
+    assert facts["precision"] == "int16" and facts["float_layers"] == ["conv2"], facts
+    assert rknn._model.quant_params["w2"]["dtype"] == "int16"
+    assert _output_cosine(rknn, workdir) >= 0.99
+    assert "moved to int16 ['conv2']" in capsys.readouterr().out
+
+
 def test_auto_hybrid_judges_one_value_outputs_across_samples():
     from openrknn.analysis.mixed_precision import worst_output_cosines
     golden = [[np.array([[0.1]]), np.arange(32.0)], [np.array([[0.9]]), np.arange(32.0) + 1]]
