@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 
 from openrknn import log
 from openrknn.errors import NotSupportedError, QuantizationError
+from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate
 from openrknn.quant.fold import constants_to_initializers
@@ -71,7 +72,10 @@ def import_quantized(rknn_model: RKNNModel) -> RKNNModel:
     tensor_dtypes.update({name: r["dtype"] for name, r in records.items() if name not in tensor_dtypes})
     log.info(f"import_quantized: {len(params)} tensors keep the source's scales and zero points")
     from dataclasses import replace
-    model = replace(rknn_model, graph=graph, quantized_dtype=dtype, quant_params=records, tensor_dtypes=tensor_dtypes)
+    float_outputs = {o.name for o in graph.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
+    outputs = [replace(spec, dtype="float32") if spec.name in float_outputs else spec for spec in rknn_model.outputs]
+    model = replace(rknn_model, graph=graph, quantized_dtype=dtype, quant_params=records, tensor_dtypes=tensor_dtypes,
+                    outputs=outputs)
     model.metadata = dict(rknn_model.metadata, quantization={"algorithm": "imported", "method": "source"})
     return model
 
@@ -142,13 +146,23 @@ def _activation_pairs(graph: onnx.ModelProto, params: dict) -> None:
             if user.op_type == "DequantizeLinear":
                 drop.add(id(user))
                 rename[user.output[0]] = source
-    for node in graph.graph.node:
-        if node.op_type in ("DequantizeLinear", "QuantizeLinear") and id(node) not in drop:
-            raise NotSupportedError(f"{node.op_type} '{node.name}' on '{node.input[0]}' has no matching pair; "
-                                    "only QDQ pairs and constant DequantizeLinear are supported")
-    keep = [n for n in graph.graph.node if id(n) not in drop]
+    graph_inputs = {v.name for v in graph.graph.input} - set(inits)
     outputs = {o.name for o in graph.graph.output}
-    for out in outputs & set(rename):   # Q → DQ → graph output: the float source takes the output's name
+    for node in graph.graph.node:
+        if id(node) in drop:
+            continue
+        if node.op_type == "DequantizeLinear" and node.input[0] in graph_inputs:
+            # an integer model input: the DequantizeLinear stays as the input stage (like the
+            # mean/std nodes) and its output carries the input's parameters
+            params[node.output[0]] = _params_of(node, inits)
+            node.metadata_props.add(key=PREPROCESS_KEY, value=node.input[0])
+        elif node.op_type in ("DequantizeLinear", "QuantizeLinear"):
+            raise NotSupportedError(f"{node.op_type} '{node.name}' on '{node.input[0]}' has no matching pair; "
+                                    "only QDQ pairs, constant DequantizeLinear and DequantizeLinear of a model "
+                                    "input are supported")
+    keep = [n for n in graph.graph.node if id(n) not in drop]
+    for out in outputs & set(rename):   # Q (→ DQ) → graph output: the float source takes the output's name
+        _float_output(graph, out)         # an integer output is returned dequantized, as inference() does
         source = rename.pop(out)
         params[out] = params.pop(source)
         rename = {k: (out if v == source else v) for k, v in rename.items()}
@@ -160,6 +174,12 @@ def _activation_pairs(graph: onnx.ModelProto, params: dict) -> None:
             node.input[i] = rename.get(name, name)
     del graph.graph.node[:]
     graph.graph.node.extend(keep)
+
+
+def _float_output(graph: onnx.ModelProto, name: str) -> None:
+    for value in graph.graph.output:
+        if value.name == name:
+            value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
 
 
 def _qoperator_to_qdq(graph: onnx.ModelProto) -> None:

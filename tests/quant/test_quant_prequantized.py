@@ -77,3 +77,31 @@ def test_qoperator_convs_become_qdq(tmp_path):
     got = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     expected = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     assert cosine(got, expected) >= 0.999
+
+
+def test_integer_model_input_and_output_are_imported(tmp_path):
+    """uint8 input → DequantizeLinear … QuantizeLinear → uint8 output: the input is fed as uint8, the
+    output comes back dequantized, bit-exact with onnxruntime on the source model."""
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"]),
+             helper.make_node("Conv", ["xf", "wf"], ["c"]),
+             helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["y"])]
+    inits = [numpy_helper.from_array(rng.integers(-100, 100, (4, 3, 1, 1)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.float32(0.01), "ws"), numpy_helper.from_array(np.int8(0), "wz"),
+             numpy_helper.from_array(np.float32(0.02), "xs"), numpy_helper.from_array(np.uint8(128), "xz"),
+             numpy_helper.from_array(np.float32(0.05), "ys"), numpy_helper.from_array(np.uint8(128), "yz")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 4, 4, 4])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "q.onnx")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(model=str(tmp_path / "q.onnx")) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn._model.outputs[0].dtype == "float32" and rknn._model.inputs[0].dtype == "uint8"
+    assert rknn.init_runtime() == 0
+    x = rng.integers(0, 256, (1, 3, 4, 4)).astype(np.uint8)
+    got = rknn.inference(inputs=[x], data_format="nchw")[0]
+    source = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, (source.astype(np.float32) - 128) * np.float32(0.05))
