@@ -92,7 +92,11 @@ def _params_of(node: onnx.NodeProto, inits: dict, dtype: str | None = None) -> Q
     if len(node.input) > 2 and node.input[2]:
         zero_init = inits.get(node.input[2])
         zero = _init_array(inits, node.input[2], node).astype(np.int64).ravel()
-        dtype = dtype or _DTYPES.get(zero_init.data_type, "uint8")
+        if dtype is None and zero_init.data_type not in _DTYPES:
+            name = onnx.helper.tensor_dtype_to_np_dtype(zero_init.data_type).name
+            raise NotSupportedError(f"{node.op_type} '{node.name}': {name} quantization is not an RKNN data type "
+                                    f"(int8, uint8, int16, int32 and int4 weights are)")
+        dtype = dtype or _DTYPES[zero_init.data_type]
     else:
         zero, dtype = np.zeros(scale.shape, np.int64), dtype or "uint8"
     axis = next((a.i for a in node.attribute if a.name == "axis"), 1) if scale.size > 1 else None
@@ -100,6 +104,14 @@ def _params_of(node: onnx.NodeProto, inits: dict, dtype: str | None = None) -> Q
     if dtype == "uint8":
         qtype = "asymmetric_quantized"
     return QuantParams(dtype=dtype, scale=scale, zero_point=zero, qtype=qtype, axis=axis)
+
+
+def _activation_params(node: onnx.NodeProto, inits: dict) -> QuantParams:
+    params = _params_of(node, inits)
+    if params.scale.size > 1:
+        raise NotSupportedError(f"{node.op_type} '{node.name}' quantizes the activation '{node.input[0]}' per "
+                                "channel; RKNN quantizes activations per tensor (weights may be per channel)")
+    return params
 
 
 def _constant_dequantize(graph: onnx.ModelProto, params: dict, records: dict) -> None:
@@ -139,7 +151,7 @@ def _activation_pairs(graph: onnx.ModelProto, params: dict) -> None:
         if node.op_type != "QuantizeLinear":
             continue
         source, quantized = node.input[0], node.output[0]
-        params[source] = _params_of(node, inits)
+        params[source] = _activation_params(node, inits)
         drop.add(id(node))
         rename[quantized] = source
         for user in consumers[quantized]:
@@ -154,7 +166,7 @@ def _activation_pairs(graph: onnx.ModelProto, params: dict) -> None:
         if node.op_type == "DequantizeLinear" and node.input[0] in graph_inputs:
             # an integer model input: the DequantizeLinear stays as the input stage (like the
             # mean/std nodes) and its output carries the input's parameters
-            params[node.output[0]] = _params_of(node, inits)
+            params[node.output[0]] = _activation_params(node, inits)
             node.metadata_props.add(key=PREPROCESS_KEY, value=node.input[0])
         elif node.op_type in ("DequantizeLinear", "QuantizeLinear"):
             raise NotSupportedError(f"{node.op_type} '{node.name}' on '{node.input[0]}' has no matching pair; "
@@ -164,6 +176,10 @@ def _activation_pairs(graph: onnx.ModelProto, params: dict) -> None:
     for out in outputs & set(rename):   # Q (→ DQ) → graph output: the float source takes the output's name
         _float_output(graph, out)         # an integer output is returned dequantized, as inference() does
         source = rename.pop(out)
+        if source in graph_inputs:        # a model input quantized straight to an output: a layer copies it
+            params[out] = params[source]
+            keep.append(helper.make_node("Identity", [source], [out], name=f"{out}__copy"))
+            continue
         params[out] = params.pop(source)
         rename = {k: (out if v == source else v) for k, v in rename.items()}
         rename[source] = out
@@ -202,9 +218,14 @@ def _expand_qlinear(node: onnx.NodeProto, graph: onnx.ModelProto, inits: dict) -
     i = list(node.input)
     base = node.name or node.output[0]
     x, w, y = f"{base}__x", f"{base}__w", f"{base}__y"
+    per_channel = _init_array(inits, i[4], node).size > 1
+    opset = next((o.version for o in graph.opset_import if o.domain in ("", "ai.onnx")), 13)
+    if per_channel and opset < 13:
+        raise NotSupportedError(f"{node.op_type} '{node.name}': per-channel weight scales need opset 13 or later "
+                                f"(the model has opset {opset}); convert it with onnx.version_converter first")
+    axis = {"axis": 0 if node.op_type == "QLinearConv" else 1} if per_channel else {}
     out = [helper.make_node("DequantizeLinear", [i[0], i[1], i[2]], [x], name=f"{base}__dqx"),
-           helper.make_node("DequantizeLinear", [i[3], i[4], i[5]], [w], name=f"{base}__dqw",
-                            axis=0 if node.op_type == "QLinearConv" else 1)]
+           helper.make_node("DequantizeLinear", [i[3], i[4], i[5]], [w], name=f"{base}__dqw", **axis)]
     inputs = [x, w]
     if node.op_type == "QLinearConv" and len(i) > 8 and i[8]:
         bias_scale = (_init_array(inits, i[1], node).astype(np.float32).ravel()[0]
