@@ -63,6 +63,17 @@ def conv_model(tmp_path: Path) -> Path:
     return make_conv_model(tmp_path / "conv.onnx")
 
 
+def reference_session(model):
+    """onnxruntime on a test model (a path, serialized bytes or a ModelProto) — through the simulator's
+    session maker, so a model stamped by a newer onnx than the installed onnxruntime still runs."""
+    from openrknn.sim.session import make_session
+    if isinstance(model, (bytes, bytearray)):
+        model = onnx.load_from_string(bytes(model))
+    elif not isinstance(model, onnx.ModelProto):
+        model = onnx.load(str(model))
+    return make_session(model)
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))

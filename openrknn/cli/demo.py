@@ -12,10 +12,10 @@ import time
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 from openrknn import log
 from openrknn.cli.demo_model import DEMO_INPUT, build_demo_model, demo_image
+from openrknn.sim.session import make_session
 
 MEAN = [123.675, 116.28, 103.53]
 STD = [58.395, 57.12, 57.375]
@@ -67,5 +67,5 @@ def run_demo(target_platform: str = "rk3588", output_dir: str | None = None, ver
 
 def _onnxruntime_reference(onnx_path: str, img: np.ndarray) -> np.ndarray:
     x = ((img.astype(np.float32) - MEAN) / STD).transpose(2, 0, 1)[None].astype(np.float32)
-    session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    session = make_session(onnx.load(onnx_path))
     return session.run(None, {DEMO_INPUT: x})[0]

@@ -6,6 +6,7 @@ float32, in the original model's layout. ``rknn_batch_size=N`` models take N sta
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import numpy as np
@@ -52,11 +53,27 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
-    try:   # onnxruntime ignores optimizer names it does not have (versions before that optimizer)
-        return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                    disabled_optimizers=_CHANGES_SEMANTICS)
+    try:
+        return _session(graph, options)
+    except Exception as e:  # onnxruntime raises its own exception classes
+        limit = re.search(r"max supported IR version: (\d+)", str(e))
+        if limit is None or int(limit.group(1)) >= graph.ir_version:
+            raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
+    # A newer onnx than the installed onnxruntime stamps graphs with an IR version that runtime does
+    # not know; the graphs we run use nothing of the newer IR, so they run under the older number.
+    older = onnx.ModelProto()
+    older.CopyFrom(graph)
+    older.ir_version = int(limit.group(1))
+    try:
+        return _session(older, options)
     except Exception as e:  # onnxruntime raises its own exception classes
         raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
+
+
+def _session(graph: onnx.ModelProto, options: ort.SessionOptions) -> ort.InferenceSession:
+    # onnxruntime ignores optimizer names it does not have (versions before that optimizer)
+    return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=_CHANGES_SEMANTICS)
 
 
 class GraphRunner:

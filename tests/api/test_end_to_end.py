@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 from rknn.api import RKNN
 from rknnlite.api import RKNNLite
-from tests.conftest import cosine
+from tests.conftest import cosine, reference_session
 
 MEAN = [123.675, 116.28, 103.53]
 STD = [58.395, 57.12, 57.375]
@@ -16,7 +15,7 @@ STD = [58.395, 57.12, 57.375]
 def _reference(model_path, img_nhwc, mean, std, order=(0, 1, 2)):
     x = img_nhwc.astype(np.float32)[..., list(order)]
     x = ((x - np.float32(mean)) / np.float32(std)).transpose(0, 3, 1, 2).astype(np.float32)
-    return ort.InferenceSession(str(model_path)).run(None, {"x": x})[0]
+    return reference_session(str(model_path)).run(None, {"x": x})[0]
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from collections import defaultdict
 import numpy as np
 import onnx
 import onnx.numpy_helper
+import onnxruntime
 import pytest
 
 from openrknn.compile import build_model
@@ -46,6 +47,23 @@ EXCLUDED = {
     r"affine_grid_.*_expanded": "onnxruntime rejects the AffineGrid function body once its If condition folds "
                                 "to a constant (optimization_level=0 runs it; see the level-0 check below)",
 }
+
+# The list above is checked on this onnxruntime. Python 3.10 tops out at onnxruntime 1.23, which lacks
+# some kernels and the newest opsets and has a ReverseSequence bug: there, and only there, a case the
+# runtime itself cannot run is reported as excluded, naming the runtime's own message.
+VALIDATED_RUNTIME = (1, 32)
+RUNTIME = tuple(int(part) for part in re.findall(r"\d+", onnxruntime.__version__)[:2])
+if RUNTIME < (1, 24):
+    EXCLUDED[r"^test_reversesequence_batch$"] = ("onnxruntime < 1.24 leaves the rows of length-0 sequences "
+                                                 "unwritten (fixed in later releases)")
+_RUNTIME_LIMITS = ("NOT_IMPLEMENTED", "Current official support for domain", "is under development")
+
+
+def _runtime_limit(error: Exception) -> str | None:
+    """Why an older onnxruntime than the validated one cannot run a case (None: a real failure)."""
+    if RUNTIME >= VALIDATED_RUNTIME or not any(key in str(error) for key in _RUNTIME_LIMITS):
+        return None
+    return f"onnxruntime {onnxruntime.__version__} cannot run it (kernel or opset missing)"
 
 
 def _excluded(name: str) -> str | None:
@@ -139,14 +157,17 @@ def test_claimed_ops_have_node_tests():
 
 @pytest.mark.parametrize("op", sorted(CASES))
 def test_node_conformance(op, tmp_path):
-    ran = 0
+    ran, limited = 0, []
     for case in CASES[op]:
         why = _excluded(case.name)
         if why is None:
             try:
                 _run_case(case, tmp_path)
             except Exception as e:
-                raise AssertionError(f"{case.name}: {e}") from e
+                if _runtime_limit(e) is None:
+                    raise AssertionError(f"{case.name}: {e}") from e
+                limited.append(case.name)
+                continue
             ran += 1
             continue
         try:   # excluded: must fail cleanly or be right
@@ -154,7 +175,9 @@ def test_node_conformance(op, tmp_path):
         except (RKNNError, AssertionError):
             pass
     if ran == 0:
-        pytest.skip(f"every node test of {op} is excluded: {sorted({_excluded(c.name) for c in CASES[op]})}")
+        reasons = {_excluded(c.name) for c in CASES[op] if c.name not in limited}
+        reasons |= {f"onnxruntime {onnxruntime.__version__} cannot run {name}" for name in limited}
+        pytest.skip(f"every node test of {op} is excluded: {sorted(reasons)}")
 
 
 def test_affine_grid_runs_unoptimised(tmp_path):

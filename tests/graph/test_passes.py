@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.graph.passes import FUSED_ACTIVATION_KEY, fused_activation, optimize
-from tests.conftest import make_conv_model
+from tests.conftest import make_conv_model, reference_session
 
 
 def _run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    return reference_session(model.SerializeToString()).run(None, feeds)
 
 
 def _ops(model: onnx.ModelProto) -> list[str]:

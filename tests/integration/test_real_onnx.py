@@ -4,12 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from PIL import Image
 
 from rknn.api import RKNN
-from tests.conftest import cosine
+from tests.conftest import cosine, reference_session
 
 OCR_MEAN, OCR_STD = [127.5] * 3, [127.5] * 3
 
@@ -55,7 +54,7 @@ def _build(path: Path, case: dict, float_dtype: str) -> RKNN:
 def test_real_model_fp32_and_fp16(shared_data, name):
     path = shared_data / "models" / "onnx" / f"{name}.onnx"
     case = CASES[name]
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = reference_session(str(path))
     if case["size"]:
         img = _ocr_image(shared_data / "images", *case["size"])
         x = ((img.astype(np.float32) - 127.5) / 127.5).transpose(0, 3, 1, 2).astype(np.float32)

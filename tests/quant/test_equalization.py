@@ -6,12 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.quant.fold import depthwise_pairs, equalize_depthwise
 from rknn.api import RKNN
-from tests.conftest import cosine
+from tests.conftest import cosine, reference_session
 
 GAINS = np.array([40.0, 0.05, 1.0, 8.0, 0.2, 3.0, 0.5, 20.0], np.float32)   # very unequal channel ranges
 
@@ -40,7 +39,7 @@ def samples(count: int, seed: int) -> list[np.ndarray]:
 
 
 def run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    return reference_session(model.SerializeToString()).run(None, {"x": x})[0]
 
 
 def test_equalization_rescales_and_keeps_the_float_function(tmp_path):
@@ -65,7 +64,7 @@ def test_equalized_build_is_more_accurate_and_analysis_sees_no_false_error(tmp_p
         np.save(tmp_path / f"s{i}.npy", x)
         lines.append(f"s{i}.npy")
     (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
-    reference = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    reference = reference_session(str(path))
     x = samples(1, 9)[0]
     expected = reference.run(None, {"x": x})[0]
     scores = {}

@@ -7,7 +7,7 @@ import yaml
 
 from openrknn.analysis.accuracy import cosine
 from rknn.api import RKNN
-from tests.conftest import three_convs
+from tests.conftest import three_convs, reference_session
 
 CONV2_OUT = "c2"   # tensor written by conv2, the layer whose weights are hard to quantize
 
@@ -34,9 +34,8 @@ def _rknn(workdir, **config) -> RKNN:
 
 
 def _output_cosine(rknn: RKNN, workdir) -> float:
-    import onnxruntime as ort
     x = np.load(workdir / "x0.npy")
-    golden = ort.InferenceSession(str(workdir / "net.onnx")).run(None, {"x": x})[0]
+    golden = reference_session(str(workdir / "net.onnx")).run(None, {"x": x})[0]
     assert rknn.init_runtime() == 0
     return cosine(golden, rknn.inference(inputs=[x], data_format="nchw")[0])
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.quant import numerics
 from openrknn.sim.quantized import lower_quantized
 from rknn.api import RKNN
+from tests.conftest import reference_session
 
 
 def _model(path):
@@ -60,7 +60,7 @@ def test_conv_and_matmul_match_integer_reference(tmp_path):
     wanted = ["x__q", "r1__q", "m__q"]
     for name in wanted:
         lowered.graph.output.append(helper.make_empty_tensor_value_info(name))
-    session = ort.InferenceSession(lowered.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = reference_session(lowered.SerializeToString())
     x = rng.uniform(-1.2, 1.2, (1, 3, 8, 8)).astype(np.float32)
     values = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
     qp, inits = model.quant_params, {i.name: numpy_helper.to_array(i) for i in model.graph.graph.initializer}

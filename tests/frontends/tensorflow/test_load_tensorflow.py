@@ -9,7 +9,7 @@ import pytest
 from openrknn.errors import ModelLoadError, UnsupportedOpError
 from openrknn.frontends.tensorflow import load_tensorflow
 from rknn.api import RKNN
-from tests.conftest import cosine
+from tests.conftest import cosine, reference_session
 from tests.frontends.tensorflow import tf_helpers as ref
 from tests.frontends.tensorflow.tf_helpers import GraphWriter
 
@@ -147,8 +147,7 @@ def test_cut_at_inner_node_and_nchw_flag(tmp_path):
     assert [i.name for i in src.model.graph.input] == ["prep"] and src.input_layouts == {"prep": "NCHW"}
     assert "image" not in {n.name for n in src.model.graph.node}
     x = np.random.default_rng(0).normal(size=(1, 4, 4, 2)).astype(np.float32)
-    import onnxruntime as ort
-    got = ort.InferenceSession(src.model.SerializeToString()).run(None, {"prep": x})[0]
+    got = reference_session(src.model.SerializeToString()).run(None, {"prep": x})[0]
     want = np.pad(x, [(0, 0), (1, 0), (0, 1), (0, 0)], constant_values=1.5)[None]
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
@@ -163,9 +162,8 @@ def test_predef_file_sets_placeholders(tmp_path):
         load_tensorflow(str(path), ["x"], [[1, 3]], ["y"])
     np.savez(tmp_path / "prd.npz", **{"ctl#gain": np.float32(3.0)})
     src = load_tensorflow(str(path), ["x"], [[1, 3]], ["y"], predef_file=str(tmp_path / "prd.npz"))
-    import onnxruntime as ort
     x = np.array([[1, 2, 3]], np.float32)
-    np.testing.assert_allclose(ort.InferenceSession(src.model.SerializeToString()).run(None, {"x": x})[0], 3 * x)
+    np.testing.assert_allclose(reference_session(src.model.SerializeToString()).run(None, {"x": x})[0], 3 * x)
 
 
 def test_mean_std_values_are_validated(vision):
@@ -231,8 +229,7 @@ def test_nchw_data_format_ops_and_text_graphdef(tmp_path):
     assert src.input_layouts == {"x": "NCHW"}
     assert [n.op_type for n in src.model.graph.node].count("Transpose") == 0
     x = np.random.default_rng(0).normal(size=(1, 3, 9, 9)).astype(np.float32)
-    import onnxruntime as ort
-    got = ort.InferenceSession(src.model.SerializeToString()).run(None, {"x": x})[0]
+    got = reference_session(src.model.SerializeToString()).run(None, {"x": x})[0]
     nhwc = ref.conv2d(x.transpose(0, 2, 3, 1).astype(np.float64), g.consts["w"], 2, "SAME") + g.consts["b"]
     want = ref.max_pool(nhwc, 2, 2, "VALID").transpose(0, 3, 1, 2)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -262,8 +259,7 @@ def test_static_shape_arithmetic_folds(tmp_path):
     src = load_tensorflow(str(path), ["x"], [[1, 4, 4, 6]], ["pred", "flat", "cut", "row"])
     assert "Shape" not in {n.op_type for n in src.model.graph.node}
     x = np.random.default_rng(0).normal(size=(1, 4, 4, 6)).astype(np.float32)
-    import onnxruntime as ort
-    pred, flat, cut, row = ort.InferenceSession(src.model.SerializeToString()).run(None, {"x": x})
+    pred, flat, cut, row = reference_session(src.model.SerializeToString()).run(None, {"x": x})
     np.testing.assert_allclose(pred, ref.softmax(x.mean(axis=(1, 2)).astype(np.float64)), rtol=1e-5)
     np.testing.assert_array_equal(flat, x.reshape(1, -1))
     np.testing.assert_array_equal(cut, x[:, 1:3, ::2, 2:5])

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 pytest.importorskip("tflite")
@@ -10,6 +9,7 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 
 from openrknn.frontends.tflite import load_tflite  # noqa: E402
 from tflite_writer import ModelWriter, options  # noqa: E402
+from tests.conftest import reference_session
 
 RNG = np.random.default_rng(0)
 F32 = np.float32
@@ -24,7 +24,7 @@ def run_both(path, feeds: list[np.ndarray], input_is_nchw: bool = False):
     interp.invoke()
     refs = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
     source = load_tflite(str(path), input_is_nchw=input_is_nchw)
-    session = ort.InferenceSession(source.model.SerializeToString())
+    session = reference_session(source.model.SerializeToString())
     onnx_feeds = [x.transpose(0, 3, 1, 2) if input_is_nchw and x.ndim == 4 else x for x in feeds]
     names = [i.name for i in session.get_inputs()]
     outs = session.run(None, {n: x.astype(F32) for n, x in zip(names, onnx_feeds)})

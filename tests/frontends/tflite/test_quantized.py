@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 pytest.importorskip("tflite")
@@ -10,6 +9,7 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 
 from openrknn.frontends.tflite import load_tflite  # noqa: E402
 from tflite_writer import ModelWriter, options  # noqa: E402
+from tests.conftest import reference_session
 
 RNG = np.random.default_rng(3)
 S_IN, Z_IN, S_OUT, Z_OUT = 0.02, -3, 0.05, -128
@@ -55,7 +55,7 @@ def test_int8_model_keeps_quantization(tmp_path):
     assert params[weight]["axis"] == 0 and params[weight]["scale"] == pytest.approx(list(S_W))
     ops = [n.op_type for n in source.model.graph.node]
     assert ops.count("QuantizeLinear") == 3 and "Conv" in ops
-    out = ort.InferenceSession(source.model.SerializeToString()).run(None, {"x": x})[0]
+    out = reference_session(source.model.SerializeToString()).run(None, {"x": x})[0]
     # integer kernels round the accumulator differently: allow one output step
     assert np.abs(out - ref).max() <= S_OUT * 1.01
 
@@ -74,7 +74,7 @@ def test_int8_model_builds_with_imported_parameters(tmp_path):
     assert rknn.init_runtime() == 0
     x = RNG.uniform(-2, 2, [1, 8, 8, 3]).astype(np.float32)
     out = rknn.inference(inputs=[x])[0]
-    ref = ort.InferenceSession(load_tflite(str(path)).model.SerializeToString()).run(None, {"x": x})[0]
+    ref = reference_session(load_tflite(str(path)).model.SerializeToString()).run(None, {"x": x})[0]
     assert out.shape == (1, 4, 4, 4)
     assert np.abs(out - ref).max() <= 2 * S_OUT
 
@@ -89,5 +89,5 @@ def test_weight_only_quantized_model_loads_as_float(tmp_path):
     assert not source.quant_params
     assert {n.op_type for n in source.model.graph.node} == {"Gemm"}
     feed = RNG.uniform(-1, 1, [2, 16]).astype(np.float32)
-    out = ort.InferenceSession(source.model.SerializeToString()).run(None, {"x": feed})[0]
+    out = reference_session(source.model.SerializeToString()).run(None, {"x": feed})[0]
     np.testing.assert_allclose(out, feed @ (weights.astype(np.float32) * 0.01).T, rtol=1e-5, atol=1e-6)
