@@ -342,10 +342,28 @@ class _Lowering:
         wz = self.const(f"{w}__wz", np.resize(w_params.zero_point.ravel(), channels).astype(w_type))
         xs, xz = self.scale_zero(x)
         ys, yz = self.scale_zero(y)
-        inputs = [self.need_int(x), xs, xz, w, ws, wz, ys, yz] + ([bias] if bias else [])
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        source, w = self._whole_channel_blocks(self.need_int(x), xz, w, attrs.get("group", 1), y)
+        inputs = [source, xs, xz, w, ws, wz, ys, yz] + ([bias] if bias else [])
         self.nodes.append(helper.make_node("QLinearConv", inputs, [self.set_int(y)], name=node.name or y, **attrs))
         return None
+
+    def _whole_channel_blocks(self, x_int: str, zero: str, w: str, group: int, y: str) -> tuple[str, str]:
+        """Input channels padded to a multiple of 4 (zero-point inputs, zero weights): the same sums.
+
+        onnxruntime 1.23 (the newest for Python 3.10) gives run-to-run different QLinearConv results
+        when a non-grouped Conv has a channel count that is not a multiple of 4 (an image's 3)."""
+        weight = numpy_helper.to_array(self.inits[w])
+        extra = -weight.shape[1] % 4
+        if group != 1 or not extra:
+            return x_int, w
+        spatial = weight.ndim - 2
+        padded_w = np.concatenate([weight, np.zeros((weight.shape[0], extra) + weight.shape[2:], weight.dtype)], 1)
+        w_name = self.const(f"{w}__c4", padded_w)
+        amounts = self.const(f"{y}__c4pads", np.array([0, 0] + [0] * spatial + [0, extra] + [0] * spatial, np.int64))
+        padded = f"{y}__c4"
+        self.nodes.append(helper.make_node("Pad", [x_int, amounts, zero], [padded], name=f"{y}__c4pad", mode="constant"))
+        return padded, w_name
 
     def _integer_layer(self, x: str, w: str, y: str, bias: str | None) -> bool:
         if not self.is_8bit(x, y) or w not in self.params or self.params[w].dtype not in _EIGHT_BIT:

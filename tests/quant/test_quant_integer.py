@@ -87,3 +87,30 @@ def test_conv_and_matmul_match_integer_reference(tmp_path):
     ref = numerics.requantize(acc, m, int(pm.zero_point[0]), "int8", channel_axis=3)
     got = _int8(values["m__q"])
     np.testing.assert_array_equal(got, ref)   # bit-exact
+
+
+def test_three_channel_conv_is_deterministic(tmp_path):
+    """A 3-channel input Conv (every image model's first layer) gives the same integers on every run
+    (onnxruntime 1.23, the newest for Python 3.10, did not unless the lowering pads the channels)."""
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (24, 3, 5, 5)).astype(np.float32), "w")
+    w2 = numpy_helper.from_array(rng.normal(0, 0.3, (8, 24, 1, 1)).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 2, 2], strides=[2, 2]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["y"], name="conv2")]   # keeps the first Conv integer
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 64, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, w2])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    for i in range(3):
+        np.save(tmp_path / f"s{i}.npy", rng.uniform(-1, 1, (1, 3, 64, 64)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    assert "QLinearConv" in {n.op_type for n in lower_quantized(rknn._model).graph.node}
+    assert rknn.init_runtime() == 0
+    x = rng.uniform(-1, 1, (1, 3, 64, 64)).astype(np.float32)
+    runs = [rknn.inference(inputs=[x], data_format="nchw")[0] for _ in range(6)]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other, runs[0])
