@@ -34,7 +34,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
                    custom_ops: CustomOpRegistry | None = None) -> RKNNModel:
     """Quantize a built float model with calibration ``samples`` (raw inputs, graph layout).
 
-    ``overrides`` (hybrid quantization) forces layers to float16 and fixes tensor parameters.
+    ``overrides`` (hybrid quantization) moves layers to float16 or int16 and fixes tensor parameters.
     ``custom_ops`` runs the model's custom-op layers (float32, on the CPU) during calibration.
 
     Returns:
