@@ -101,6 +101,19 @@ def test_int16_layer_in_an_8bit_model(workdir):
     assert cycles["int16"]["conv1"] == cycles["int8"]["conv1"]
 
 
+def test_int16_layers_need_an_8bit_model(workdir, capsys):
+    rknn = RKNN()
+    assert rknn.config(target_platform="rv1106", quantized_dtype="w16a16i") == 0
+    assert rknn.load_onnx(str(workdir / "net.onnx")) == 0
+    assert rknn.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
+    cfg["custom_quantize_layers"] = {CONV2_OUT: "int16"}
+    (workdir / "net.quantization.cfg").write_text(yaml.safe_dump(cfg))
+    assert RKNN().hybrid_quantization_step2("net.model", "net.data", "net.quantization.cfg") == -1
+    out = capsys.readouterr().out
+    assert "E hybrid_quantization_step2" in out and "need an 8-bit model" in out
+
+
 def test_edited_range_is_used(workdir):
     assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt") == 0
     cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
