@@ -223,6 +223,19 @@ class Registry:
         return sorted(self._table)
 
 
+def same_pads(size: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+              dilations: Sequence[int]) -> list[int]:
+    """ONNX ``pads`` ([begins..., ends...]) of TensorFlow / TFLite ``SAME`` padding over spatial dims:
+    ``out = ceil(size / stride)``, the total padding split ``total // 2`` before, the odd pixel after."""
+    begins, ends = [], []
+    for n, k, s, d in zip(size, kernel, strides, dilations):
+        out = -(-n // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+        begins.append(total // 2)
+        ends.append(total - total // 2)
+    return begins + ends
+
+
 # ---------------------------------------------------------------------------------------------
 # Pooling with the output rounding of Caffe / MXNet ("ceil" convention)
 # ---------------------------------------------------------------------------------------------

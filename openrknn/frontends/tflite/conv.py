@@ -12,21 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from openrknn.errors import ModelLoadError
+from openrknn.frontends.onnx_builder import same_pads
 from openrknn.frontends.tflite.context import NCHW, NATIVE, Context, converter
 from openrknn.frontends.tflite.reader import Operator
 
 _SAME = 0
-
-
-def same_pads(size: list[int], kernel: list[int], strides: list[int], dilations: list[int]) -> list[int]:
-    """ONNX ``pads`` ([begins..., ends...]) of TensorFlow ``SAME`` padding over spatial dims."""
-    begins, ends = [], []
-    for n, k, s, d in zip(size, kernel, strides, dilations):
-        out = -(-n // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-        begins.append(total // 2)
-        ends.append(total - total // 2)
-    return begins + ends
 
 
 def _bias(ctx: Context, op: Operator, k: int) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from openrknn.frontends.tflite.context import NCHW, NHWC_AXIS_IN_NCHW, Context, converter
-from openrknn.frontends.tflite.conv import same_pads
+from openrknn.frontends.onnx_builder import same_pads
 from openrknn.frontends.tflite.reader import Operator
 
 _POOLS = {"AVERAGE_POOL_2D": "AveragePool", "MAX_POOL_2D": "MaxPool"}

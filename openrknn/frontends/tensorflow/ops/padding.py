@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from openrknn.errors import ModelLoadError
+from openrknn.frontends.onnx_builder import same_pads
 from openrknn.frontends.tensorflow.context import attr
 
 
@@ -19,13 +20,7 @@ def window_pads(node: Any, in_hw: Sequence[int], kernel: Sequence[int], strides:
     if padding == "VALID":
         return [0, 0, 0, 0]
     if padding == "SAME":
-        before, after = [], []
-        for size, k, s, d in zip(in_hw, kernel, strides, dilations):
-            out = -(-size // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-            before.append(total // 2)
-            after.append(total - total // 2)
-        return before + after
+        return same_pads(in_hw, kernel, strides, dilations)
     if padding == "EXPLICIT":
         values = list(attr(node, "explicit_paddings", []))
         if len(values) != 8:
