@@ -26,29 +26,27 @@ def _bias(ctx: Context, op: Operator, k: int) -> list[str]:
     return [ctx.get(idx)]
 
 
-@converter("CONV_2D")
-def conv_2d(ctx: Context, op: Operator) -> None:
+def _emit_conv(ctx: Context, op: Operator, weight_order: tuple[int, ...], group: int) -> None:
+    """A TFLite 2-D convolution (weights ``[*, kh, kw, *]``) as an NCHW ONNX Conv."""
     o = op.options
     x_shape, w_shape = ctx.shape(op.inputs[0]), ctx.shape(op.inputs[1])
     kernel, strides = w_shape[1:3], [o.StrideH(), o.StrideW()]
     dilations = [o.DilationHFactor(), o.DilationWFactor()]
     pads = same_pads(x_shape[1:3], kernel, strides, dilations) if o.Padding() == _SAME else [0, 0, 0, 0]
-    group = x_shape[3] // w_shape[3] if w_shape[3] else 1
-    inputs = [ctx.get(op.inputs[0], NCHW), ctx.get_permuted(op.inputs[1], (0, 3, 1, 2))]
+    inputs = [ctx.get(op.inputs[0], NCHW), ctx.get_permuted(op.inputs[1], weight_order)]
     ctx.emit(op, "Conv", inputs + _bias(ctx, op, 2), NCHW, o.FusedActivationFunction(),
              kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads, group=group)
 
 
+@converter("CONV_2D")
+def conv_2d(ctx: Context, op: Operator) -> None:
+    x_shape, w_shape = ctx.shape(op.inputs[0]), ctx.shape(op.inputs[1])   # weights [O, kh, kw, I/group]
+    _emit_conv(ctx, op, (0, 3, 1, 2), x_shape[3] // w_shape[3] if w_shape[3] else 1)
+
+
 @converter("DEPTHWISE_CONV_2D")
 def depthwise_conv_2d(ctx: Context, op: Operator) -> None:
-    o = op.options
-    x_shape, w_shape = ctx.shape(op.inputs[0]), ctx.shape(op.inputs[1])
-    kernel, strides = w_shape[1:3], [o.StrideH(), o.StrideW()]
-    dilations = [o.DilationHFactor(), o.DilationWFactor()]
-    pads = same_pads(x_shape[1:3], kernel, strides, dilations) if o.Padding() == _SAME else [0, 0, 0, 0]
-    inputs = [ctx.get(op.inputs[0], NCHW), ctx.get_permuted(op.inputs[1], (3, 0, 1, 2))]
-    ctx.emit(op, "Conv", inputs + _bias(ctx, op, 2), NCHW, o.FusedActivationFunction(),
-             kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads, group=x_shape[3])
+    _emit_conv(ctx, op, (3, 0, 1, 2), ctx.shape(op.inputs[0])[3])   # weights [1, kh, kw, C·multiplier]
 
 
 @converter("TRANSPOSE_CONV")
