@@ -26,8 +26,9 @@ def _per_axis(values: list[int], layout: str) -> list[int]:
     return [values[a] for a in TO_NCHW] if layout == NCHW and len(values) == 4 else list(values)
 
 
-@converter("RESHAPE")
+@converter("RESHAPE", "EXPAND_DIMS")
 def reshape(ctx: Context, op: Operator) -> None:
+    """RESHAPE and EXPAND_DIMS: a Reshape to the (static) output shape."""
     shape = ctx.shape(op.outputs[0])
     ctx.emit(op, "Reshape", [ctx.get(op.inputs[0]), _i64(ctx, shape, f"{ctx.op_label(op)}_shape")], NATIVE)
 
@@ -39,12 +40,6 @@ def squeeze(ctx: Context, op: Operator) -> None:
                                              and op.options.SqueezeDimsLength() else [])]
     axes = dims or [a for a, n in enumerate(in_shape) if n == 1]
     ctx.emit(op, "Squeeze", [ctx.get(op.inputs[0]), _i64(ctx, axes, f"{ctx.op_label(op)}_axes")], NATIVE)
-
-
-@converter("EXPAND_DIMS")
-def expand_dims(ctx: Context, op: Operator) -> None:
-    shape = ctx.shape(op.outputs[0])
-    ctx.emit(op, "Reshape", [ctx.get(op.inputs[0]), _i64(ctx, shape, f"{ctx.op_label(op)}_shape")], NATIVE)
 
 
 @converter("TRANSPOSE")
