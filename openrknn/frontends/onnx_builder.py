@@ -27,20 +27,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.errors import ModelLoadError, UnsupportedOpError
 from openrknn.frontends import FRONTEND_OPSET
+from openrknn.graph.names import fresh_name
 
 # Initializers up to this many elements stay real constants during shape inference
 # (Reshape/Slice/Resize read them); bigger ones are declared by shape only.
 _SMALL_CONST = 64
-
-
-def fresh_name(hint: str, taken: set[str]) -> str:
-    """``hint`` (or ``hint_1``, ``hint_2``, ...) not in ``taken``; the name is added to ``taken``."""
-    name, k = hint, 1
-    while name in taken:
-        name = f"{hint}_{k}"
-        k += 1
-    taken.add(name)
-    return name
 
 
 class GraphBuilder:

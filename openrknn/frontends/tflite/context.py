@@ -23,7 +23,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn.errors import ModelLoadError
-from openrknn.frontends.onnx_builder import fresh_name
+from openrknn.graph.names import fresh_name
 from openrknn.frontends.tflite.reader import Operator, TFLiteGraph
 from openrknn.graph.custom_ops import CustomOpRegistry
 

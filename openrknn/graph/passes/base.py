@@ -8,6 +8,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from openrknn.graph.names import fresh_name
+
 
 @dataclass(frozen=True)
 class PassResult:
@@ -72,10 +74,6 @@ def attribute(node: onnx.NodeProto, name: str, default=None):
 def replace_initializer(graph: onnx.GraphProto, node: onnx.NodeProto, index: int, name: str,
                          value: np.ndarray) -> None:
     """Give ``node`` a private folded copy (the original may be shared with other nodes)."""
-    existing = {i.name for i in graph.initializer}
-    unique, n = name, 0
-    while unique in existing:
-        n += 1
-        unique = f"{name}_{n}"
+    unique = fresh_name(name, {i.name for i in graph.initializer})
     graph.initializer.append(numpy_helper.from_array(value, unique))
     node.input[index] = unique
