@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from openrknn.graph.passes.base import (PassResult, consumers, graph_output_names, initializers,
+from openrknn.graph.passes.base import (PassResult, consumers, fold_into_producer, graph_output_names, initializers,
                                         replace_initializer)
 
 _FOLDABLE = ("Mul", "Add", "Sub")
@@ -54,12 +54,7 @@ def _fold_one(graph: onnx.GraphProto, node: onnx.NodeProto) -> bool:
         replace_initializer(graph, producer, 1, producer.name + "_affine_w", weight.astype(np.float32))
     else:
         bias = bias + constant if node.op_type == "Add" else bias - constant
-    if not has_bias:
-        while len(producer.input) < 3:
-            producer.input.append("")
-    replace_initializer(graph, producer, 2, producer.name + "_affine_b", bias.astype(np.float32))
-    producer.output[0] = node.output[0]
-    graph.node.remove(node)
+    fold_into_producer(graph, producer, node, bias, producer.name + "_affine_b")
     return True
 
 

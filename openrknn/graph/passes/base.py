@@ -77,3 +77,13 @@ def replace_initializer(graph: onnx.GraphProto, node: onnx.NodeProto, index: int
     unique = fresh_name(name, {i.name for i in graph.initializer})
     graph.initializer.append(numpy_helper.from_array(value, unique))
     node.input[index] = unique
+
+
+def fold_into_producer(graph: onnx.GraphProto, producer: onnx.NodeProto, folded: onnx.NodeProto,
+                       bias: np.ndarray, bias_name: str) -> None:
+    """``producer`` takes the folded ``bias`` and writes ``folded``'s output; ``folded`` goes."""
+    while len(producer.input) < 3:
+        producer.input.append("")
+    replace_initializer(graph, producer, 2, bias_name, bias.astype(np.float32))
+    producer.output[0] = folded.output[0]
+    graph.node.remove(folded)

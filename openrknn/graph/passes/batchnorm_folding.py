@@ -11,8 +11,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from openrknn.graph.passes.base import (PassResult, attribute, consumers, graph_output_names, initializers,
-                                        replace_initializer)
+from openrknn.graph.passes.base import (PassResult, attribute, consumers, fold_into_producer, graph_output_names,
+                                        initializers, replace_initializer)
 
 
 def fold_batchnorm(model: onnx.ModelProto) -> PassResult:
@@ -52,11 +52,7 @@ def _fold_one(graph: onnx.GraphProto, bn: onnx.NodeProto) -> bool:
         return False
     folded_b = (bias - mean) * k + shift
     replace_initializer(graph, producer, 1, producer.name + "_bnfold_w", folded_w.astype(np.float32))
-    if len(producer.input) < 3:
-        producer.input.append("")
-    replace_initializer(graph, producer, 2, producer.name + "_bnfold_b", folded_b.astype(np.float32))
-    producer.output[0] = bn.output[0]
-    graph.node.remove(bn)
+    fold_into_producer(graph, producer, bn, folded_b, producer.name + "_bnfold_b")
     return True
 
 
