@@ -63,6 +63,17 @@ def conv_model(tmp_path: Path) -> Path:
     return make_conv_model(tmp_path / "conv.onnx")
 
 
+def exported_conv_model(folder: Path, platform: str) -> Path:
+    """``make_conv_model`` built as a float model for ``platform`` and exported to ``folder/conv.rknn``."""
+    from rknn.api import RKNN
+    rknn = RKNN()
+    rknn.config(target_platform=platform)
+    assert rknn.load_onnx(str(make_conv_model(folder / "conv.onnx"))) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.export_rknn(str(folder / "conv.rknn")) == 0
+    return folder / "conv.rknn"
+
+
 def reference_session(model):
     """onnxruntime on a test model (a path, serialized bytes or a ModelProto) — through the simulator's
     session maker, so a model stamped by a newer onnx than the installed onnxruntime still runs."""

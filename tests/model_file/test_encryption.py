@@ -16,7 +16,7 @@ from openrknn.model_file.container import FLAG_ENCRYPTED, decode, encode, read_f
 from openrknn.model_file.encryption import (  # noqa: E402
     KEY_ENV, KEY_FILE_ENV, PAYLOAD_SECTION, decrypt_container, default_output_path, encrypt_model_file,
     read_model_container)
-from tests.conftest import make_conv_model  # noqa: E402
+from tests.conftest import exported_conv_model, make_conv_model  # noqa: E402
 
 KEY = "correct horse battery staple"
 
@@ -31,14 +31,7 @@ def _isolated_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def plain_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rknn.api import RKNN
-    folder = tmp_path_factory.mktemp("enc")
-    r = RKNN()
-    r.config(target_platform="rk3588")
-    assert r.load_onnx(str(make_conv_model(folder / "conv.onnx"))) == 0
-    assert r.build(do_quantization=False) == 0
-    assert r.export_rknn(str(folder / "conv.rknn")) == 0
-    return folder / "conv.rknn"
+    return exported_conv_model(tmp_path_factory.mktemp("enc"), "rk3588")
 
 
 def _retamper(path: Path, change) -> None:

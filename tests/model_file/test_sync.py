@@ -9,19 +9,12 @@ from openrknn.errors import ConfigError, ModelFileError
 from openrknn.model_file import load_model, save_model
 from openrknn.model_file.container import FLAG_ENCRYPTED, encode, read_file
 from openrknn.model_file.sync import export_sync_model, sync_record
-from tests.conftest import make_conv_model
+from tests.conftest import exported_conv_model
 
 
 @pytest.fixture(scope="module")
 def rk1808_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rknn.api import RKNN
-    folder = tmp_path_factory.mktemp("sync")
-    r = RKNN()
-    r.config(target_platform="rk1808")
-    assert r.load_onnx(str(make_conv_model(folder / "conv.onnx"))) == 0
-    assert r.build(do_quantization=False) == 0
-    assert r.export_rknn(str(folder / "conv.rknn")) == 0
-    return folder / "conv.rknn"
+    return exported_conv_model(tmp_path_factory.mktemp("sync"), "rk1808")
 
 
 def test_markers_recorded_and_graph_unchanged(rk1808_model: Path, tmp_path: Path):
