@@ -53,7 +53,7 @@ def lower_quantized(rknn_model: RKNNModel, all_float: bool = False) -> onnx.Mode
     spec = DTYPES.get(rknn_model.quantized_dtype or "w8a8", DTYPES["w8a8"])
     if spec.act_dtype is None:
         return lower_fp16(_dequantized_weights(rknn_model))
-    return _Lowering(rknn_model, all_float).run()
+    return _Lowering(rknn_model, (spec.act_dtype, spec.act_qtype), all_float).run()
 
 
 def _dequantized_weights(model: RKNNModel) -> onnx.ModelProto:
@@ -83,7 +83,7 @@ def _outer_references(graph: onnx.GraphProto) -> set[str]:
 class _Lowering:
     """One lowering run: walks the structural graph in order and emits executable nodes."""
 
-    def __init__(self, model: RKNNModel, all_float: bool = False) -> None:
+    def __init__(self, model: RKNNModel, narrow_to: tuple[str, str], all_float: bool = False) -> None:
         self.src = model.graph
         self.records = model.quant_params
         self.dtypes = model.tensor_dtypes
@@ -104,9 +104,7 @@ class _Lowering:
         self.float_name: dict[str, str] = {}
         self.uses_ms = False
         self._consts: set[str] = set()
-        from openrknn.quant.settings import DTYPES
-        spec = DTYPES.get(model.quantized_dtype or "w8a8", DTYPES["w8a8"])
-        self.narrow_to = (spec.act_dtype, spec.act_qtype)   # what 8-bit layers read 16-bit tensors as
+        self.narrow_to = narrow_to   # (dtype, qtype) 8-bit layers read 16-bit tensors as
 
     # ------------------------------------------------------------------ driver
     def run(self) -> onnx.ModelProto:
@@ -353,10 +351,10 @@ class _Lowering:
 
         onnxruntime 1.23 (the newest for Python 3.10) gives run-to-run different QLinearConv results
         when a non-grouped Conv has a channel count that is not a multiple of 4 (an image's 3)."""
-        weight = numpy_helper.to_array(self.inits[w])
-        extra = -weight.shape[1] % 4
+        extra = -self.inits[w].dims[1] % 4
         if group != 1 or not extra:
             return x_int, w
+        weight = numpy_helper.to_array(self.inits[w])   # read only for the layers that need padding
         spatial = weight.ndim - 2
         padded_w = np.concatenate([weight, np.zeros((weight.shape[0], extra) + weight.shape[2:], weight.dtype)], 1)
         w_name = self.const(f"{w}__c4", padded_w)
