@@ -4,8 +4,9 @@
 
 Models: the embedded demo model and, when present, the real ONNX models in ../shared/models/onnx.
 Prints, per model and precision: build time, simulator latency, onnxruntime fp32 latency on the
-original model, their ratio (target ≤ 1.5), and the output agreement (max rel. diff / cosine) over
-all outputs concatenated.
+original model, their ratio (targets: fp16 ≤ 1.5, int8 ≤ 1.2), and the output agreement (max rel.
+diff / cosine) over all outputs concatenated. int8 builds calibrate on 4 photos from ../shared/images
+(or random pictures without it).
 """
 from __future__ import annotations
 
@@ -46,7 +47,8 @@ def _cases(shared: Path | None, tmp: str):
     if shared is None:
         return
     rng = np.random.default_rng(0)
-    for name, (h, w) in (("ch_ppocr_mobile_v2.0_cls_infer", (48, 192)), ("ch_PP-OCRv4_rec_infer", (48, 320))):
+    for name, (h, w) in (("ch_ppocr_mobile_v2.0_cls_infer", (48, 192)), ("ch_PP-OCRv4_rec_infer", (48, 320)),
+                         ("ch_PP-OCRv3_det_infer", (480, 480))):
         path = shared / "models" / "onnx" / f"{name}.onnx"
         if path.exists():
             img = rng.integers(0, 256, (1, h, w, 3), dtype=np.uint8)
@@ -61,29 +63,57 @@ def _cases(shared: Path | None, tmp: str):
                dict(zip(names, feeds)), feeds)
 
 
+def _photo_dataset(shared: Path | None, tmp: str, nhwc_shape: tuple[int, ...]) -> str:
+    """A dataset file of 4 pictures of the input's size: shared photos, or random pixels without them."""
+    from PIL import Image
+    h, w = nhwc_shape[1], nhwc_shape[2]
+    photos = sorted((shared / "images").glob("*.png"))[:4] if shared else []
+    rng = np.random.default_rng(1)
+    lines = []
+    for k in range(4):
+        picture = (Image.open(photos[k]).convert("RGB") if k < len(photos)
+                   else Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)))
+        file = os.path.join(tmp, f"calib_{h}x{w}_{k}.png")
+        picture.resize((w, h)).save(file)
+        lines.append(file)
+    dataset = os.path.join(tmp, f"calib_{h}x{w}.txt")
+    Path(dataset).write_text("\n".join(lines) + "\n")
+    return dataset
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--precision", nargs="+", default=["float32", "float16", "int8"],
+                        choices=["float32", "float16", "int8"])
+    parser.add_argument("--models", nargs="*", help="only models whose name contains one of these")
     args = parser.parse_args()
     root = Path(os.environ.get("OPENRKNN_TEST_DATA", Path(__file__).resolve().parents[2] / "shared"))
     shared = root if (root / "models").is_dir() else None
     print(f"{'model':<34}{'precision':<10}{'build s':>9}{'sim ms':>9}{'ort ms':>9}{'ratio':>7}{'agreement':>16}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, path, load_kwargs, ort_feeds, sim_inputs in _cases(shared, tmp):
+            if args.models and not any(m in name for m in args.models):
+                continue
             session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
             # every output, concatenated: one scalar output (silero's probability) alone says little
             reference = np.concatenate([o.ravel() for o in session.run(None, ort_feeds)]).astype(np.float64)
             image_model = "x" in ort_feeds or "input" in ort_feeds and ort_feeds["input"].ndim == 4
-            for precision in ("float32", "float16"):
+            for precision in args.precision:
+                if precision == "int8" and not image_model:
+                    continue
                 rknn = RKNN()
-                cfg = dict(target_platform="rk3588", float_dtype=precision)
+                cfg = dict(target_platform="rk3588", float_dtype="float16" if precision == "int8" else precision)
                 if image_model:
                     cfg.update(mean_values=[[127.5] * 3], std_values=[[127.5] * 3])
                 rknn.config(**cfg)
                 kwargs = {k: v for k, v in load_kwargs.items() if v is not None}
                 rknn.load_onnx(model=path, **kwargs)
                 t0 = time.perf_counter()
-                rknn.build(do_quantization=False)
+                if precision == "int8":
+                    rknn.build(do_quantization=True, dataset=_photo_dataset(shared, tmp, sim_inputs[0].shape))
+                else:
+                    rknn.build(do_quantization=False)
                 build_s = time.perf_counter() - t0
                 rknn.init_runtime()
                 out = np.concatenate([o.ravel() for o in rknn.inference(inputs=sim_inputs)]).astype(np.float64)

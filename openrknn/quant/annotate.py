@@ -29,9 +29,11 @@ import onnx
 from onnx import numpy_helper
 
 KIND_KEY = "openrknn.quant_kind"
-QCONV, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT, FLOAT, OTHER, INTERNAL = (
-    "qconv", "qmatmul", "qmatmul2", "pass", "fused_act", "qfloat", "float", "other", "internal")
-INTEGER_KINDS = frozenset({QCONV, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT})
+QCONV, QCONVT, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT, FLOAT, OTHER, INTERNAL = (
+    "qconv", "qconvt", "qmatmul", "qmatmul2", "pass", "fused_act", "qfloat", "float", "other", "internal")
+INTEGER_KINDS = frozenset({QCONV, QCONVT, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT})
+# Integer layers with a quantized weight (input 1) and an int32 bias (input 2).
+WEIGHTED_KINDS = frozenset({QCONV, QCONVT, QMATMUL})
 
 # Layers the NPU runs in float16 in quantized models: transcendental or normalising maths whose
 # int8 outputs would lose most of their information (seed 002 §7: such layers are the usual
@@ -106,7 +108,7 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
             kinds.update({out: FLOAT for out in node.output})
             continue
         kind = _classify(node, plan, inits, integer_activations, pass_ops)
-        if kind == FUSED_ACT and not (kinds.get(node.input[0]) in (QCONV, QMATMUL) and uses[node.input[0]] == 1
+        if kind == FUSED_ACT and not (kinds.get(node.input[0]) in WEIGHTED_KINDS and uses[node.input[0]] == 1
                                       and node.input[0] not in outputs and _clip_bounds_known(node, inits)):
             kind = QFLOAT
         set_kind(node, kind)
@@ -215,6 +217,9 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
     if node.op_type == "Conv" and node.input[1] in inits and (len(node.input) < 3 or not node.input[2]
                                                             or node.input[2] in inits):
         return QCONV
+    if (node.op_type == "ConvTranspose" and node.input[1] in inits and _attr(node, "group", 1) == 1
+            and (len(node.input) < 3 or not node.input[2] or node.input[2] in inits)):
+        return QCONVT
     if _is_const_matmul(node, inits):
         return QMATMUL
     if node.op_type == "MatMul" and len(f_in) == 2:
@@ -247,6 +252,8 @@ def weight_axes(node: onnx.NodeProto) -> tuple[int, int]:
     """(output-channel axis, reduction axis) of the node's weight (input 1)."""
     if node.op_type == "Conv":
         return 0, 1
+    if node.op_type == "ConvTranspose":   # weight [C_in, C_out, kh, kw]
+        return 1, 0
     if node.op_type == "Gemm" and _attr(node, "transB", 0):
         return 0, 1
     return 1, 0
@@ -269,12 +276,12 @@ def clip_bounds(node: onnx.NodeProto, inits) -> tuple[float, float]:
 
 
 def _record(node: onnx.NodeProto, kind: str, plan: Plan, inits) -> None:
-    if kind in (QCONV, QMATMUL) or (kind == FLOAT and (node.op_type == "Conv" or _is_const_matmul(node, inits))
-                                    and node.input[1] in inits):
+    if kind in WEIGHTED_KINDS or (kind == FLOAT and (node.op_type == "Conv" or _is_const_matmul(node, inits))
+                                  and node.input[1] in inits):
         weight = node.input[1]
         if inits[weight].data_type == onnx.TensorProto.FLOAT:
             plan.weights[weight] = weight_axes(node)
-        if kind in (QCONV, QMATMUL) and len(node.input) > 2 and node.input[2]:
+        if kind in WEIGHTED_KINDS and len(node.input) > 2 and node.input[2]:
             plan.biases[node.input[2]] = (node.input[0], weight)
     if kind == PASS:
         for out in node.output:

@@ -134,7 +134,7 @@ def _float_outputs(graph: onnx.ModelProto) -> set[str]:
                 readers.setdefault(name, []).append(annotate.node_kind(node))
         for node in graph.graph.node:
             kind = annotate.node_kind(node)
-            if kind not in (annotate.QCONV, annotate.QMATMUL, annotate.QMATMUL2, annotate.QFLOAT, annotate.PASS):
+            if kind not in annotate.WEIGHTED_KINDS | {annotate.QMATMUL2, annotate.QFLOAT, annotate.PASS}:
                 continue
             outs = [o for o in node.output if o]
             if not all(all(k in float_readers for k in readers.get(o, [])) for o in outs):

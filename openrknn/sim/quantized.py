@@ -5,8 +5,12 @@ float tensor (``T__dq`` = DequantizeLinear of ``T__q``, ``T__fp16`` for float16 
 itself for graph inputs/outputs and names used inside subgraphs). Layers are lowered by the kind
 ``openrknn.quant.annotate`` stored on them (see docs/quantization.md for the exact arithmetic):
 
-* ``qconv``: ``QLinearConv`` — int8/uint8 inputs and weights, int32 accumulation plus int32 bias,
-  requantization ``clamp(rne(float32(acc)·M_c) + z_y)`` with ``M_c = s_x·s_w[c]/s_y`` per channel.
+* ``qconv``: ``QLinearConv`` — uint8 inputs and weights (int8 ones moved up by 128 with their zero
+  points: u8 × u8 kernels are exact on every CPU, onnxruntime's x86 u8 × s8 ones are not), int32
+  accumulation plus int32 bias, requantization ``clamp(rne(float32(acc)·M_c) + z_y)`` with
+  ``M_c = s_x·s_w[c]/s_y`` per channel.
+* ``qconvt``: ConvTranspose — exact integer sums computed by a float32 ConvTranspose on the
+  integers (all partial sums below 2^24), then the same int32 bias and requantization.
 * ``qmatmul`` / ``qmatmul2``: ``MatMulInteger`` (int32) [+ int32 bias] → ``Cast`` → ``Mul(M)`` →
   ``QuantizeLinear(scale 1, z_y)``: the same requantization.
 * ``pass`` / ``fused_act``: the op runs on the integers (the parameters are shared).
@@ -27,6 +31,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from openrknn import log
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate
 from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, dequantize, requant_multiplier
@@ -335,33 +340,89 @@ class _Lowering:
             return self._lower_qfloat(node)
         w_params = self.params[w]
         channels = self.inits[w].dims[0]
-        w_type = NUMPY_TYPES[w_params.dtype]
         ws = self.const(f"{w}__ws", np.resize(w_params.scale.ravel().astype(np.float32), channels))
-        wz = self.const(f"{w}__wz", np.resize(w_params.zero_point.ravel(), channels).astype(w_type))
+        weight, zero = _unsigned(numpy_helper.to_array(self.inits[w]), np.resize(w_params.zero_point.ravel(), channels))
+        wz = self.const(f"{w}__wz", zero)
         xs, xz = self.scale_zero(x)
         ys, yz = self.scale_zero(y)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        source, w = self._whole_channel_blocks(self.need_int(x), xz, w, attrs.get("group", 1), y)
-        inputs = [source, xs, xz, w, ws, wz, ys, yz] + ([bias] if bias else [])
+        source, weight = self._whole_channel_blocks(self.need_int(x), xz, weight, zero, attrs.get("group", 1), y)
+        inputs = [source, xs, xz, self.const(f"{w}__u8", weight), ws, wz, ys, yz] + ([bias] if bias else [])
         self.nodes.append(helper.make_node("QLinearConv", inputs, [self.set_int(y)], name=node.name or y, **attrs))
         return None
 
-    def _whole_channel_blocks(self, x_int: str, zero: str, w: str, group: int, y: str) -> tuple[str, str]:
-        """Input channels padded to a multiple of 4 (zero-point inputs, zero weights): the same sums.
+    def _whole_channel_blocks(self, x_int: str, x_zero: str, weight: np.ndarray, w_zero: np.ndarray,
+                              group: int, y: str) -> tuple[str, np.ndarray]:
+        """Input channels padded to a multiple of 4 (zero-point inputs, weights at their zero point):
+        the same sums.
 
         onnxruntime 1.23 (the newest for Python 3.10) gives run-to-run different QLinearConv results
         when a non-grouped Conv has a channel count that is not a multiple of 4 (an image's 3)."""
-        extra = -self.inits[w].dims[1] % 4
+        extra = -weight.shape[1] % 4
         if group != 1 or not extra:
-            return x_int, w
-        weight = numpy_helper.to_array(self.inits[w])   # read only for the layers that need padding
+            return x_int, weight
         spatial = weight.ndim - 2
-        padded_w = np.concatenate([weight, np.zeros((weight.shape[0], extra) + weight.shape[2:], weight.dtype)], 1)
-        w_name = self.const(f"{w}__c4", padded_w)
+        padding = np.broadcast_to(w_zero.reshape((-1,) + (1,) * (weight.ndim - 1)),
+                                  (weight.shape[0], extra) + weight.shape[2:])
         amounts = self.const(f"{y}__c4pads", np.array([0, 0] + [0] * spatial + [0, extra] + [0] * spatial, np.int64))
         padded = f"{y}__c4"
-        self.nodes.append(helper.make_node("Pad", [x_int, amounts, zero], [padded], name=f"{y}__c4pad", mode="constant"))
-        return padded, w_name
+        self.nodes.append(helper.make_node("Pad", [x_int, amounts, x_zero], [padded], name=f"{y}__c4pad",
+                                           mode="constant"))
+        return padded, np.concatenate([weight, padding], 1)
+
+    def _lower_qconvt(self, node: onnx.NodeProto) -> None:
+        """Integer ConvTranspose. onnxruntime has no integer kernel for it, so the exact sum
+        ``Σ (q_x − z_x)·(q_w − z_w)`` is computed by a float32 ConvTranspose on those integers: every
+        product and partial sum is an integer below 2^24, so each float32 step is exact in any
+        summation order. Weights whose sums could pass 2^24 are split as ``16·hi + lo``."""
+        x, w, y = node.input[0], node.input[1], node.output[0]
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if not self._integer_layer(x, w, y, bias):
+            return self._lower_qfloat(node)
+        w_params = self.params[w]
+        weight = numpy_helper.to_array(self.inits[w]).astype(np.int64)
+        zero = np.resize(w_params.zero_point.ravel(), weight.shape[1]).reshape(1, -1, *[1] * (weight.ndim - 2))
+        centred = weight - zero
+        x_params = self.params[x]
+        x_reach = max(int(x_params.zero_point.ravel()[0]) - x_params.qmin, x_params.qmax - int(x_params.zero_point.ravel()[0]))
+        pieces = _exact_float_pieces(centred, x_reach, reduce_axes=(0, *range(2, weight.ndim)))
+        if pieces is None:
+            log.debug(f"{node.name or y}: ConvTranspose sums can pass 2^24 even split; runs on dequantized values")
+            return self._lower_qfloat(node)
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        _, xz = self.scale_zero(x)
+        centred_x = f"{x}__centred"   # q_x − z_x as float32 (exact): DequantizeLinear with scale 1
+        if centred_x not in self._consts:
+            self._consts.add(centred_x)
+            one = self.const(f"{centred_x}_unit", np.float32(1.0))
+            self.nodes.append(helper.make_node("DequantizeLinear", [self.need_int(x), one, xz], [centred_x],
+                                               name=f"{centred_x}_dequantize",
+                                               domain=self._qdq_domain(x_params.dtype)))
+        parts = []
+        for k, (factor, piece) in enumerate(pieces):
+            raw, ints = f"{y}__part{k}_exact", f"{y}__part{k}"
+            self.nodes += [helper.make_node("ConvTranspose", [centred_x, self.const(f"{w}__int{k}", piece.astype(np.float32))],
+                                            [raw], name=f"{raw}_convt", **attrs),
+                           helper.make_node("Cast", [raw], [ints], to=onnx.TensorProto.INT32, name=f"{ints}_to_int32")]
+            if factor != 1:
+                scaled = f"{ints}_x{factor}"
+                self.nodes.append(helper.make_node("Mul", [ints, self.const(f"{y}__factor{k}", np.int32(factor))],
+                                                   [scaled], name=f"{scaled}_mul"))
+                ints = scaled
+            parts.append(ints)
+        acc = parts[0]
+        for k, part in enumerate(parts[1:], 1):
+            self.nodes.append(helper.make_node("Add", [acc, part], [f"{y}__acc_sum{k}"], name=f"{y}__acc_sum{k}"))
+            acc = f"{y}__acc_sum{k}"
+        spatial = (1,) * (weight.ndim - 2)
+        if bias:
+            b = self.const(f"{bias}__c11", numpy_helper.to_array(self.inits[bias]).astype(np.int32).reshape(-1, *spatial))
+            self.nodes.append(helper.make_node("Add", [acc, b], [f"{y}__accb"], name=f"{y}__bias"))
+            acc = f"{y}__accb"
+        multiplier = requant_multiplier(x_params.scale.ravel()[0], np.resize(w_params.scale.ravel(), weight.shape[1]),
+                                        self.params[y].scale.ravel()[0])
+        self._requantize(acc, multiplier.reshape(-1, *spatial), y)
+        return None
 
     def _integer_layer(self, x: str, w: str, y: str, bias: str | None) -> bool:
         if not self.is_8bit(x, y) or w not in self.params or self.params[w].dtype not in _EIGHT_BIT:
@@ -378,9 +439,12 @@ class _Lowering:
         weight = numpy_helper.to_array(self.inits[w])
         w_params = self.params[w]
         transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
-        columns = weight.shape[0] if transposed else weight.shape[1]
-        w_name = self.const(f"{w}__kn", weight.T.copy()) if transposed else w
-        wz = self.const(f"{w}__wz", np.resize(w_params.zero_point.ravel(), columns).astype(weight.dtype))
+        if transposed:
+            weight = weight.T
+        columns = weight.shape[1]
+        weight, zero = _unsigned(weight, np.resize(w_params.zero_point.ravel(), columns))
+        w_name = self.const(f"{w}__u8kn", np.ascontiguousarray(weight))
+        wz = self.const(f"{w}__wz", zero)
         multiplier = requant_multiplier(self.params[x].scale.ravel()[0], np.resize(w_params.scale.ravel(), columns),
                                         self.params[y].scale.ravel()[0])
         xs, xz = self.scale_zero(x)
@@ -416,6 +480,38 @@ class _Lowering:
                        helper.make_node("Mul", [f"{acc}_f", m], [f"{acc}_m"], name=f"{acc}_scale"),
                        helper.make_node("QuantizeLinear", [f"{acc}_m", one, yz], [self.set_int(y)],
                                         name=f"{y}__requantize", domain=self._qdq_domain(self.params[y].dtype))]
+
+
+# Zero point of weights moved to uint8. onnxruntime's x86 kernels for uint8 activations × int8
+# weights add pairs of u8·s8 products in 16-bit lanes (AVX2/AVX-512BW vpmaddubsw) and saturate when
+# the weights use the full int8 range, while the VNNI and ARM kernels do not: the same model gave
+# different integers on different PCs. u8 × u8 kernels widen to 16 bits before multiplying (exact on
+# every CPU) and run about as fast as float32 Conv; s8 × s8 kernels are exact but ~5× slower.
+_UNSIGNED_ZERO = 128
+
+
+def _unsigned(weight: np.ndarray, zero_point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """8-bit weights as uint8 with their zero points: int8 values move up by 128 (same differences)."""
+    if weight.dtype == np.uint8:
+        return weight, zero_point.astype(np.uint8)
+    return ((weight.astype(np.int16) + _UNSIGNED_ZERO).astype(np.uint8),
+            (zero_point.astype(np.int16) + _UNSIGNED_ZERO).astype(np.uint8))
+
+
+_FLOAT32_EXACT = 1 << 24   # every integer of smaller magnitude is a float32
+
+
+def _exact_float_pieces(weight: np.ndarray, x_reach: int, reduce_axes: tuple[int, ...]
+                        ) -> list[tuple[int, np.ndarray]] | None:
+    """``[(factor, piece)]`` with ``weight = Σ factor·piece`` and every sum of products of a piece
+    with integers of magnitude ≤ ``x_reach`` below 2^24 (so exact in float32), or None."""
+    def fits(piece: np.ndarray) -> bool:
+        return int(np.abs(piece).sum(axis=reduce_axes).max(initial=0)) * x_reach < _FLOAT32_EXACT
+    if fits(weight):
+        return [(1, weight)]
+    high = np.floor_divide(weight, 16)
+    low = weight - 16 * high
+    return [(16, high), (1, low)] if fits(high) and fits(low) else None
 
 
 def _outer_references_of(node: onnx.NodeProto) -> set[str]:

@@ -37,10 +37,16 @@ def lower(model: RKNNModel) -> onnx.ModelProto:
     return lower_fp16(model.graph, exclude=cpu_tensors)
 
 
-# onnxruntime rewrites "DequantizeLinear → Conv/MatMul with float weights → QuantizeLinear" by
-# quantizing those weights itself (to 8 bits, per tensor): our float-weight layers between integer
-# tensors (16-bit layers, float fallbacks) must run with exactly the weights the model stores.
-_CHANGES_SEMANTICS = ["WeightBiasQuantization"]
+# onnxruntime optimizers that would change the values of our graphs:
+# - WeightBiasQuantization rewrites "DequantizeLinear → Conv/MatMul with float weights →
+#   QuantizeLinear" by quantizing those weights itself (to 8 bits, per tensor): our float-weight
+#   layers between integer tensors (16-bit layers, float fallbacks) must run with exactly the weights
+#   the model stores.
+# - QDQSelectorActionTransformer fuses "DequantizeLinear → op → QuantizeLinear" into QLinearAdd,
+#   QLinearMul, QLinearAveragePool, QLinearSigmoid, ... whose rounding is their own (and per CPU
+#   kernel), not the documented float32 dequantize → op → quantize; on x86 it also turns int8
+#   Conv/MatMul chains into u8 × s8 kernels that saturate on AVX2 without VNNI.
+DISABLED_OPTIMIZERS = ["WeightBiasQuantization", "QDQSelectorActionTransformer"]
 
 
 def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
@@ -73,7 +79,7 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
 def _session(graph: onnx.ModelProto, options: ort.SessionOptions) -> ort.InferenceSession:
     # onnxruntime ignores optimizer names it does not have (versions before that optimizer)
     return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=_CHANGES_SEMANTICS)
+                                disabled_optimizers=DISABLED_OPTIMIZERS)
 
 
 class GraphRunner:

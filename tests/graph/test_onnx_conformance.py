@@ -22,6 +22,7 @@ from openrknn.config import parse_config
 from openrknn.errors import RKNNError
 from openrknn.frontends.onnx_file import load_onnx
 from openrknn.graph.supported_ops import SUPPORTED_ONNX_OPS
+from openrknn.quant.numerics import QuantParams, dequantize
 from openrknn.sim.session import Simulator
 
 # pattern on the test name → why the case cannot pass here
@@ -134,12 +135,7 @@ def _dequantized(expected: np.ndarray, record: dict | None) -> np.ndarray:
     """An integer expected output of a quantized model, as inference() returns it: dequantized."""
     if record is None or expected.dtype.kind in "fc":
         return expected
-    scale, zero = np.asarray(record["scale"], np.float64), np.asarray(record["zero_point"], np.float64)
-    if scale.size > 1:
-        shape = [1] * expected.ndim
-        shape[record.get("axis") or 0] = scale.size
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
-    return ((expected.astype(np.float64) - zero) * scale).astype(np.float32)
+    return dequantize(expected, QuantParams.from_dict(record))
 
 
 def _array(value) -> np.ndarray:

@@ -1,0 +1,243 @@
+"""The integer simulator equals the numpy integer reference bit for bit, on worst-case patterns.
+
+Weights at −128/+127, activations at both ends of their range and 3…512 input channels are the
+patterns where a kernel that adds pairs of u8·s8 products in 16 bits (onnxruntime's x86 u8×s8
+path on AVX2 without VNNI) saturates. These tests also run under ``qemu-x86_64 -cpu Haswell`` in
+``.ci/run``, so they check exactness on a CPU without VNNI whatever CPU the machine has.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from openrknn.quant.numerics import QuantParams
+from openrknn.sim.quantized import lower_quantized
+from openrknn.sim.session import make_session
+from rknn.api import RKNN
+from tests.quant import integer_reference as ref
+
+SIZE = 6
+
+
+def _build(tmp_path, nodes, inits, channels, out_c, seed=0):
+    """``x → nodes → t → 1×1 Conv tail`` built w8a8 for rk3588; the tail keeps ``t`` an integer tensor."""
+    rng = np.random.default_rng(seed)
+    inits = inits + [numpy_helper.from_array(rng.normal(0, 0.3, (4, out_c, 1, 1)).astype(np.float32), "w_tail")]
+    nodes = nodes + [helper.make_node("Conv", ["t", "w_tail"], ["y"], name="tail")]
+    graph = helper.make_graph(nodes, "exact", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, SIZE, SIZE])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    for i in range(3):
+        np.save(tmp_path / f"s{i}.npy", rng.uniform(-1, 1, (1, channels, SIZE, SIZE)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    return rknn._model
+
+
+def _params(model, name) -> QuantParams:
+    return QuantParams.from_dict(model.quant_params[name])
+
+
+def _worst_case_weight(model, name, seed):
+    """Weights at −128 / +127 (half the output channels all +127, so products share a sign)."""
+    rng = np.random.default_rng(seed)
+    init = next(i for i in model.graph.graph.initializer if i.name == name)
+    shape = tuple(init.dims)
+    values = np.where(rng.random(shape) < 0.5, -128, 127).astype(np.int8)
+    axis = model.quant_params[name]["axis"] or 0
+    index = [slice(None)] * len(shape)
+    index[axis] = slice(0, shape[axis] // 2)
+    values[tuple(index)] = 127
+    init.CopyFrom(numpy_helper.from_array(values, name))
+    return values.astype(np.int64)
+
+
+def _extreme_input(model, channels, seed):
+    """A float input whose quantized values sit at both ends of the integer range."""
+    rng = np.random.default_rng(seed)
+    p = _params(model, "x")
+    lo, hi = p.scale[0] * (p.qmin - p.zero_point[0]), p.scale[0] * (p.qmax - p.zero_point[0])
+    x = np.where(rng.random((1, channels, SIZE, SIZE)) < 0.7, hi * 1.5, lo * 1.5).astype(np.float32)
+    x[:, :, ::2, ::2] = hi * 1.5
+    return x, (np.clip(np.rint(x / p.scale[0]) + p.zero_point[0], p.qmin, p.qmax) - p.zero_point[0]).astype(np.int64)
+
+
+def _spread_output(model, tensor, acc, s_in, s_w):
+    """Output parameters that map the accumulator range onto the integer range (few values clamp)."""
+    record = model.quant_params[tensor]
+    scale = float(np.float32(s_in) * np.float32(np.max(s_w)) * np.abs(acc).max() / 100.0)
+    record["scale"], record["zero_point"] = [scale], [0]
+
+
+def _run_integers(model, x, tensors):
+    """Integer values of ``tensors`` in the simulator (int8 tensors are held as uint8 with z + 128)."""
+    lowered = lower_quantized(model)
+    for name in tensors:
+        lowered.graph.output.append(helper.make_empty_tensor_value_info(f"{name}__q"))
+    session = make_session(lowered)
+    values = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
+    out = {}
+    for name in tensors:
+        held = values[f"{name}__q"].astype(np.int64)
+        out[name] = held - 128 if model.quant_params[name]["dtype"] == "int8" else held
+    return out
+
+
+CONV_CASES = [  # (input channels, kernel, group)
+    (3, 3, 1), (16, 3, 1), (64, 3, 1), (512, 1, 1), (512, 3, 1), (16, 3, 16), (64, 3, 64), (64, 3, 4)]
+
+
+@pytest.mark.parametrize("channels,kernel,group", CONV_CASES)
+def test_conv_is_bit_exact_on_worst_case_patterns(tmp_path, channels, kernel, group):
+    rng = np.random.default_rng(channels + kernel + group)
+    out_c = channels if group == channels else 32
+    pads = [kernel // 2] * 4
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (out_c, channels // group, kernel, kernel)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.normal(0, 0.1, out_c).astype(np.float32), "b")
+    model = _build(tmp_path, [helper.make_node("Conv", ["x", "w", "b"], ["t"], name="layer", pads=pads, group=group)],
+                   [w, b], channels, out_c)
+    weight = _worst_case_weight(model, "w", channels)
+    bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
+    x, xq = _extreme_input(model, channels, channels)
+    px, pw = _params(model, "x"), _params(model, "w")
+    acc = ref.conv_acc(xq, weight - pw.zero_point.reshape(-1, 1, 1, 1), pads=pads, group=group) + bias.reshape(1, -1, 1, 1)
+    _spread_output(model, "t", acc, px.scale[0], pw.scale)
+    expected = ref.requantize(acc, px.scale[0], pw.scale, _params(model, "t"), channel_axis=1)
+    got = _run_integers(model, x, ["t"])["t"]
+    assert len(np.unique(expected)) > 20          # the pattern spreads over the range, not all clamped
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("channels,kernel,stride", [(16, 2, 2), (64, 3, 2), (512, 4, 2)])
+def test_conv_transpose_is_bit_exact(tmp_path, channels, kernel, stride):
+    """Integer ConvTranspose (no onnxruntime integer kernel: exact float32 sums, split weights at 512)."""
+    rng = np.random.default_rng(channels)
+    pads = [kernel // 2 - 1 if kernel > 2 else 0] * 4
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (channels, 8, kernel, kernel)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b")
+    model = _build(tmp_path, [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], name="layer",
+                                               strides=[stride, stride], pads=pads)], [w, b], channels, 8)
+    lowered_ops = {n.op_type for n in lower_quantized(model).graph.node}
+    assert "ConvTranspose" in lowered_ops and model.tensor_dtypes["w"] == "int8"
+    weight = _worst_case_weight(model, "w", channels)
+    bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
+    x, xq = _extreme_input(model, channels, channels)
+    px, pw = _params(model, "x"), _params(model, "w")
+    acc = ref.conv_transpose_acc(xq, weight, strides=(stride, stride), pads=pads) + bias.reshape(1, -1, 1, 1)
+    _spread_output(model, "t", acc, px.scale[0], pw.scale)
+    expected = ref.requantize(acc, px.scale[0], pw.scale, _params(model, "t"), channel_axis=1)
+    np.testing.assert_array_equal(_run_integers(model, x, ["t"])["t"], expected)
+
+
+@pytest.mark.parametrize("op,transposed,k", [("MatMul", False, 16), ("MatMul", False, 512), ("Gemm", True, 512)])
+def test_matmul_and_gemm_are_bit_exact(tmp_path, op, transposed, k):
+    """A MatMul / Gemm on the rows of an integer tensor (``[H·W, K]``), K = 16 or 512."""
+    rng = np.random.default_rng(k)
+    channels = 4
+    shape = (24, k) if transposed else (k, 24)
+    w = numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), "w")
+    w_in = numpy_helper.from_array(rng.normal(0, 0.3, (k, channels, 1, 1)).astype(np.float32), "w_in")
+    shape_2d = numpy_helper.from_array(np.array([-1, k], np.int64), "shape_2d")
+    nodes = [helper.make_node("Conv", ["x", "w_in"], ["c"], name="expand"),
+             helper.make_node("Transpose", ["c"], ["ct"], perm=[0, 2, 3, 1], name="nhwc"),
+             helper.make_node("Reshape", ["ct", "shape_2d"], ["rows"], name="rows")]
+    if op == "Gemm":
+        b = numpy_helper.from_array(rng.normal(0, 0.1, 24).astype(np.float32), "b")
+        nodes.append(helper.make_node("Gemm", ["rows", "w", "b"], ["mm"], name="layer", transB=1))
+        inits = [w, w_in, shape_2d, b]
+    else:
+        nodes.append(helper.make_node("MatMul", ["rows", "w"], ["mm"], name="layer"))
+        inits = [w, w_in, shape_2d]
+    back = numpy_helper.from_array(np.array([1, SIZE, SIZE, 24], np.int64), "back")
+    nodes += [helper.make_node("Reshape", ["mm", "back"], ["mm4"], name="back"),
+              helper.make_node("Transpose", ["mm4"], ["t"], perm=[0, 3, 1, 2], name="nchw")]
+    inits.append(back)
+    model = _build(tmp_path, nodes, inits, channels, 24)
+    weight = _worst_case_weight(model, "w", k)
+    x, _ = _extreme_input(model, channels, k)
+    rows = _run_integers(model, x, ["rows"])["rows"]
+    pr, pw = _params(model, "rows"), _params(model, "w")
+    matrix = (weight.T if transposed else weight) - pw.zero_point.reshape(1, -1)
+    acc = ref.matmul_acc(rows - pr.zero_point[0], matrix)
+    if op == "Gemm":
+        acc = acc + numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
+    _spread_output(model, "mm", acc, pr.scale[0], pw.scale)
+    expected = ref.requantize(acc, pr.scale[0], pw.scale, _params(model, "mm"), channel_axis=1)
+    got = _run_integers(model, x, ["mm"])["mm"]
+    assert len(np.unique(expected)) > 20
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("op,fn", [("Add", np.add), ("Mul", np.multiply)])
+def test_elementwise_requantization_is_bit_exact(tmp_path, op, fn):
+    """Add / Mul of two integer tensors with different parameters, requantized to a third."""
+    rng = np.random.default_rng(5)
+    wa = numpy_helper.from_array(rng.normal(0, 0.5, (8, 8, 1, 1)).astype(np.float32), "wa")
+    wb = numpy_helper.from_array(rng.normal(0, 0.2, (8, 8, 1, 1)).astype(np.float32), "wb")
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a"),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
+             helper.make_node(op, ["a", "b"], ["t"], name="layer")]
+    model = _build(tmp_path, nodes, [wa, wb], 8, 8)
+    x = np.random.default_rng(6).uniform(-3, 3, (1, 8, SIZE, SIZE)).astype(np.float32)
+    values = _run_integers(model, x, ["a", "b", "t"])
+    expected = ref.elementwise(fn, [(values["a"], _params(model, "a")), (values["b"], _params(model, "b"))],
+                               _params(model, "t"))
+    assert len(np.unique(expected)) > 20
+    np.testing.assert_array_equal(values["t"], expected)
+
+
+# ---------------------------------------------------------------- what the CPU is handed
+_INTEGER_OPS = {"QLinearConv": (0, 3), "MatMulInteger": (0, 1), "ConvInteger": (0, 1), "QLinearMatMul": (0, 3)}
+
+
+def unsigned_by_signed_ops(model: onnx.ModelProto) -> list[str]:
+    """Integer Conv/MatMul nodes whose activation is uint8 and weight int8 (a kernel that can saturate)."""
+    model = onnx.shape_inference.infer_shapes(model)
+    types = {v.name: v.type.tensor_type.elem_type for v in
+             list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)}
+    types.update({i.name: i.data_type for i in model.graph.initializer})
+    found = []
+    for node in model.graph.node:
+        if node.op_type in _INTEGER_OPS:
+            act, weight = (node.input[i] for i in _INTEGER_OPS[node.op_type])
+            if types.get(act) == TensorProto.UINT8 and types.get(weight) == TensorProto.INT8:
+                found.append(node.name or node.output[0])
+    return found
+
+
+def test_lowered_graph_has_no_unsigned_by_signed_kernel(tmp_path, quant_setup):
+    """Neither our lowering nor onnxruntime's optimizer hands the CPU a u8 × s8 integer op."""
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]]) == 0
+    assert rknn.load_onnx(model=str(quant_setup["model"])) == 0
+    assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
+    lowered = lower_quantized(rknn._model)
+    assert {"QLinearConv", "MatMulInteger"} & {n.op_type for n in lowered.graph.node}
+    assert unsigned_by_signed_ops(lowered) == []
+    import onnxruntime as ort
+    from openrknn.sim import session as sim_session
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(lowered.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=sim_session.DISABLED_OPTIMIZERS)
+    optimized = onnx.load(str(tmp_path / "optimized.onnx"))
+    assert unsigned_by_signed_ops(optimized) == []
+    fused = {n.op_type for n in optimized.graph.node if n.op_type.startswith("QLinear")} - {"QLinearConv"}
+    assert not fused, f"onnxruntime fused Q/DQ into {fused}, whose arithmetic is not the documented one"
+
+
+def test_structural_check_finds_unsigned_by_signed_ops():
+    """The check above can fail: a u8-activation × s8-weight QLinearConv is reported."""
+    inits = [numpy_helper.from_array(np.ones((2, 2, 1, 1), np.int8), "w"),
+             numpy_helper.from_array(np.float32(1), "s"), numpy_helper.from_array(np.uint8(128), "z"),
+             numpy_helper.from_array(np.int8(0), "wz")]
+    node = helper.make_node("QLinearConv", ["x", "s", "z", "w", "s", "wz", "s", "z"], ["y"], name="u8s8")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 2, 2, 2])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], inits)
+    assert unsigned_by_signed_ops(helper.make_model(graph)) == ["u8s8"]
