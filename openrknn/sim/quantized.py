@@ -5,9 +5,9 @@ float tensor (``T__dq`` = DequantizeLinear of ``T__q``, ``T__fp16`` for float16 
 itself for graph inputs/outputs and names used inside subgraphs). Layers are lowered by the kind
 ``openrknn.quant.annotate`` stored on them (see docs/quantization.md for the exact arithmetic):
 
-* ``qconv``: ``QLinearConv`` — uint8 inputs and weights (int8 ones moved up by 128 with their zero
-  points: u8 × u8 kernels are exact on every CPU, onnxruntime's x86 u8 × s8 ones are not), int32
-  accumulation plus int32 bias, requantization ``clamp(rne(float32(acc)·M_c) + z_y)`` with
+* ``qconv``: ``QLinearConv`` — uint8 inputs; int8 weights of non-grouped Convs split into two 7-bit
+  halves over the input read twice (no pair of u8·s8 products can saturate a 16-bit lane), other
+  weights as uint8 (u8 × u8 kernels are exact on every CPU); int32 accumulation plus int32 bias, requantization ``clamp(rne(float32(acc)·M_c) + z_y)`` with
   ``M_c = s_x·s_w[c]/s_y`` per channel.
 * ``qconvt``: ConvTranspose — exact integer sums computed by a float32 ConvTranspose on the
   integers (all partial sums below 2^24), then the same int32 bias and requantization.
@@ -341,15 +341,29 @@ class _Lowering:
         w_params = self.params[w]
         channels = self.inits[w].dims[0]
         ws = self.const(f"{w}__ws", np.resize(w_params.scale.ravel().astype(np.float32), channels))
-        weight, zero = _unsigned(numpy_helper.to_array(self.inits[w]), np.resize(w_params.zero_point.ravel(), channels))
-        wz = self.const(f"{w}__wz", zero)
+        weight = numpy_helper.to_array(self.inits[w])
+        zero = np.resize(w_params.zero_point.ravel(), channels).astype(weight.dtype)
         xs, xz = self.scale_zero(x)
         ys, yz = self.scale_zero(y)
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        source, weight = self._whole_channel_blocks(self.need_int(x), xz, weight, zero, attrs.get("group", 1), y)
-        inputs = [source, xs, xz, self.const(f"{w}__u8", weight), ws, wz, ys, yz] + ([bias] if bias else [])
+        group = attrs.get("group", 1)
+        source, weight = self._whole_channel_blocks(self.need_int(x), xz, weight, zero, group, y)
+        if group == 1 and weight.dtype == np.int8 and not zero.any():
+            source, weight = self._twice(source), _seven_bit_halves(weight)
+        else:
+            weight, zero = _unsigned(weight, zero)
+        wz = self.const(f"{w}__wz", zero)
+        inputs = [source, xs, xz, self.const(f"{w}__exact", weight), ws, wz, ys, yz] + ([bias] if bias else [])
         self.nodes.append(helper.make_node("QLinearConv", inputs, [self.set_int(y)], name=node.name or y, **attrs))
         return None
+
+    def _twice(self, x_int: str) -> str:
+        """``x_int`` concatenated with itself along the channels (the input of a split-weight Conv)."""
+        name = f"{x_int}__twice"
+        if name not in self._consts:
+            self._consts.add(name)
+            self.nodes.append(helper.make_node("Concat", [x_int, x_int], [name], name=f"{name}_concat", axis=1))
+        return name
 
     def _whole_channel_blocks(self, x_int: str, x_zero: str, weight: np.ndarray, w_zero: np.ndarray,
                               group: int, y: str) -> tuple[str, np.ndarray]:
@@ -482,11 +496,21 @@ class _Lowering:
                                         name=f"{y}__requantize", domain=self._qdq_domain(self.params[y].dtype))]
 
 
-# Zero point of weights moved to uint8. onnxruntime's x86 kernels for uint8 activations × int8
-# weights add pairs of u8·s8 products in 16-bit lanes (AVX2/AVX-512BW vpmaddubsw) and saturate when
-# the weights use the full int8 range, while the VNNI and ARM kernels do not: the same model gave
-# different integers on different PCs. u8 × u8 kernels widen to 16 bits before multiplying (exact on
-# every CPU) and run about as fast as float32 Conv; s8 × s8 kernels are exact but ~5× slower.
+def _seven_bit_halves(weight: np.ndarray) -> np.ndarray:
+    """int8 weights ``w`` as ``[w >> 1, w − (w >> 1)]`` along the input channels, both in [−64, 64]:
+    with the input read twice, the same sums. Any pair of u8·s8 products is then at most
+    2·255·64 = 32640, so kernels that add pairs in 16 bits cannot saturate."""
+    high = np.right_shift(weight.astype(np.int16), 1)
+    return np.concatenate([high, weight.astype(np.int16) - high], axis=1).astype(np.int8)
+
+
+# onnxruntime's x86 kernels for uint8 activations × int8 weights add pairs of u8·s8 products in
+# 16-bit lanes (AVX2/AVX-512BW vpmaddubsw) and saturate when the weights use the full int8 range,
+# while the VNNI and ARM kernels do not: the same model gave different integers on different PCs.
+# Non-grouped Convs therefore get 7-bit weight halves (above; ~2x faster than the alternatives);
+# other integer layers get uint8 weights (+128, zero point +128): u8 × u8 kernels widen to 16 bits
+# before multiplying, exact on every CPU, about as fast as float32. s8 × s8 kernels are exact but
+# ~5x slower.
 _UNSIGNED_ZERO = 128
 
 
