@@ -136,6 +136,7 @@ class _Graph:
     def _live_nodes(self, g: onnx.GraphProto) -> list[onnx.NodeProto]:
         """Nodes left after constant folding and alias removal, in topological order."""
         self.alias: dict[str, str] = {}
+        self.converted: dict[str, str] = {}   # graph input -> the tensor its input stage writes
         live = []
         for n in g.node:
             ins = [self.alias.get(i, i) for i in n.input if i]
@@ -148,6 +149,8 @@ class _Graph:
                 continue
             if (n.op_type in op_support.ALIAS_OPS or _is_preprocess(n)) and ins:
                 self.alias[n.output[0]] = ins[0]   # preprocessing runs in the NPU's input stage
+                if _is_preprocess(n):
+                    self.converted[ins[0]] = n.output[0]
                 continue
             node = helper.make_node(n.op_type, [self.alias.get(i, i) for i in n.input], list(n.output),
                                     name=n.name or f"{n.op_type}_{len(live)}", domain=n.domain)
@@ -180,6 +183,9 @@ class LayerBuilder:
 
     # --- dtypes -----------------------------------------------------------------------------
     def dtype(self, name: str) -> str:
+        written = self.g.converted.get(name)
+        if written in self.model.tensor_dtypes:   # the input stage converts to what the layers read
+            return self.model.tensor_dtypes[written]
         if name in self.model.tensor_dtypes:
             return self.model.tensor_dtypes[name]
         et = self.g.elem_type.get(name)

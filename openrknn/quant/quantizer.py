@@ -19,6 +19,7 @@ from openrknn import log
 from openrknn.errors import QuantizationError
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.quant import annotate, numerics
 from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import collect_stats
@@ -294,12 +295,18 @@ def _tensor_dtypes(graph: onnx.ModelProto, act_params: dict[str, QuantParams],
                    quant_params: dict[str, dict]) -> dict[str, str]:
     dtypes: dict[str, str] = {}
     floats = annotate.float_tensor_names(graph)
-    produced_by_int = set()
+    stored_integer = set()
+    # The NPU's input conversion (mean/std, layout) writes the integers integer layers read: the
+    # graph inputs and the normalised inputs they read are stored in the activation dtype.
+    converted_on_input = {i.name for i in graph.graph.input}
     for node in graph.graph.node:
         if annotate.node_kind(node) in annotate.INTEGER_KINDS:
-            produced_by_int.update(node.output)
+            stored_integer.update(node.output)
+            stored_integer.update(i for i in node.input if i in converted_on_input)
+        if any(p.key == PREPROCESS_KEY for p in node.metadata_props):
+            converted_on_input.update(node.output)
     for name in floats:
-        dtypes[name] = act_params[name].dtype if name in produced_by_int and name in act_params else "float16"
+        dtypes[name] = act_params[name].dtype if name in stored_integer and name in act_params else "float16"
     for name, record in quant_params.items():
         if name not in act_params:
             dtypes[name] = record["dtype"]
