@@ -15,6 +15,7 @@ from onnx import TensorProto, helper
 
 from openrknn import log
 from openrknn.errors import ModelLoadError
+from openrknn.graph import npu_layers
 from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import op_support
@@ -155,6 +156,7 @@ class _Graph:
             node = helper.make_node(n.op_type, [self.alias.get(i, i) for i in n.input], list(n.output),
                                     name=n.name or f"{n.op_type}_{len(live)}", domain=n.domain)
             node.attribute.extend(n.attribute)
+            node.metadata_props.extend(n.metadata_props)   # the NPU layer marks (graph.npu_layers)
             live.append(node)
         self.outputs_resolved = [self.alias.get(o, o) for o in [vi.name for vi in g.output]]
         return live
@@ -202,6 +204,15 @@ class LayerBuilder:
 
     # --- build ------------------------------------------------------------------------------
     def build(self) -> list[Layer]:
+        self._groups = {}
+        by_layer: dict[str, list[onnx.NodeProto]] = {}
+        for node in self.g.nodes:
+            layer = next((p.value for p in node.metadata_props if p.key == npu_layers.LAYER_KEY), None)
+            if layer is not None:
+                by_layer.setdefault(layer, []).append(node)
+        for members in by_layer.values():
+            for node in members:
+                self._groups[node.name] = members
         layers = [Layer("InputOperator", "InputOperator", name, "input", "CPU", self.dtype(name),
                         outputs=[self.info(name)]) for name in self.g.inputs]
         used: set[str] = set()
@@ -224,52 +235,30 @@ class LayerBuilder:
         return node.op_type in ("Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in self.g.consts
 
     def _fuse(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
-        """The main node plus the nodes the NPU fuses into it (seed 002 §8.4.2)."""
-        group = [node]
-        if not self._is_weighted(node) or self._cpu_forced(node):
-            return group
-        cur = node.output[0]
-        nxt = self.g.single_consumer(cur)
-        if nxt is not None and nxt.op_type == "BatchNormalization":
-            group.append(nxt)
-            cur = nxt.output[0]
-        act = self._activation_after(cur)
-        if act:
-            group.extend(act)
-            return group
-        nxt = self.g.single_consumer(cur)
-        if nxt is not None and nxt.op_type == "Add" and not self._cpu_forced(nxt):
-            other = [i for i in nxt.input if i != cur]
-            if other and other[0] not in self.g.consts and other[0] in self._done:
-                group.append(nxt)
-                group.extend(self._activation_after(nxt.output[0]))
+        """The nodes of ``node``'s NPU layer (``openrknn.graph.npu_layers``), main node first; a
+        layer with a node forced onto the CPU (``op_target``) is split into single nodes."""
+        group = self._groups.get(node.name)
+        if group is None or group[0] is not node or any(self._cpu_forced(n) for n in group):
+            return [node]
         return group
-
-    def _activation_after(self, cur: str) -> list[onnx.NodeProto]:
-        users = self.g.consumers.get(cur, [])
-        if cur in self.g.outputs_resolved:
-            return []
-        if len(users) == 2 and {u.op_type for u in users} == {"Sigmoid", "Mul"}:      # x·sigmoid(x) = SiLU
-            sig = next(u for u in users if u.op_type == "Sigmoid")
-            mul = next(u for u in users if u.op_type == "Mul")
-            if set(mul.input) == {cur, sig.output[0]} and self.g.single_consumer(sig.output[0]) is mul:
-                return [sig, mul]
-        if len(users) == 1 and users[0].op_type in op_support.FUSED_ACTIVATIONS and not self._cpu_forced(users[0]):
-            return [users[0]]
-        return []
 
     def _cpu_forced(self, node: onnx.NodeProto) -> bool:
         return node.name in self.forced_cpu or any(o in self.forced_cpu for o in node.output)
 
     def _printed(self, group: list[onnx.NodeProto]) -> str:
         main = group[0]
+        activation = npu_layers.fused_activation(main) if len(group) > 1 else None   # None: layer split
+        suffix = op_support.FUSED_ACTIVATIONS.get(activation, activation) if activation else ""
         if not self._is_weighted(main):
-            return op_support.PRINTED_NAME.get(main.op_type, main.op_type)
+            if len(group) > 1 and main.op_type not in npu_layers.FUSING_PRODUCERS and activation:
+                return suffix                       # an activation layer of several ONNX nodes
+            return op_support.PRINTED_NAME.get(main.op_type, main.op_type) + suffix
         name = "Conv" if main.op_type != "ConvTranspose" else "ConvTranspose"
-        ops = [n.op_type for n in group[1:] if n.op_type != "BatchNormalization"]
-        if ops[-2:] == ["Sigmoid", "Mul"]:
-            ops = ops[:-2] + ["Swish"]
-        return name + "".join(op_support.FUSED_ACTIVATIONS.get(o, o) for o in ops)
+        second = group[1] if len(group) > 1 else None
+        if (main.op_type == "Conv" and second is not None and second.op_type == "Add"
+                and len([i for i in second.input if i not in self.g.consts]) == 2):   # a residual Add
+            name += "Add"
+        return name + suffix
 
     def _layer(self, group: list[onnx.NodeProto]) -> Layer:
         main, last = group[0], group[-1]

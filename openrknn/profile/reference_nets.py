@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import LAYOUT_NCHW, RKNNModel, TensorSpec
 
 OPSET = 17
@@ -314,7 +315,10 @@ def wrap_onnx(model: onnx.ModelProto, quantized_dtype: str | None = "w8a8", plat
         dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
         return TensorSpec(vi.name, dims, "float32", LAYOUT_NCHW if len(dims) == 4 else "UNDEFINED")
     inits = {i.name for i in model.graph.initializer}
-    return RKNNModel(graph=model, inputs=[spec(v) for v in model.graph.input if v.name not in inits],
+    marked = onnx.ModelProto()
+    marked.CopyFrom(model)
+    npu_layers.mark_layers(marked)   # the layer grouping build() records at optimization_level 3
+    return RKNNModel(graph=marked, inputs=[spec(v) for v in model.graph.input if v.name not in inits],
                      outputs=[spec(v) for v in model.graph.output], platforms=[platform],
                      quantized_dtype=quantized_dtype)
 

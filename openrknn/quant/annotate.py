@@ -13,8 +13,8 @@ simulator (and a reloaded ``.rknn``) lowers exactly what was decided here:
                   activation's parameters and the saturation implements the activation
 ``qfloat``        any other layer with integer tensors: dequantized inputs, float32 op,
                   quantized output
-``internal``      inside a gated activation (hard-swish ``x·clip(x+3,0,6)/6``, swish
-                  ``x·sigmoid(x)``): float32, never stored — the whole activation is one layer
+``internal``      a step inside an NPU layer (``openrknn.graph.npu_layers``: hard-swish
+                  ``x·clip(x+3,0,6)/6``, swish ``x·sigmoid(x)``, ...): float32, never stored
 ``float``         runs in float16 even in a quantized model (:data:`FLOAT_OPS`, control flow,
                   custom ops, weight-only dtypes)
 ``other``         produces no float tensor (shape arithmetic…): untouched
@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import onnx
 from onnx import numpy_helper
+
+from openrknn.graph import npu_layers
 
 KIND_KEY = "openrknn.quant_kind"
 QCONV, QCONVT, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT, FLOAT, OTHER, INTERNAL = (
@@ -116,10 +118,11 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
             kinds[out] = kind
         _record(node, kind, plan, inits)
     if integer_activations:
-        _mark_gated_activations(model, inits, uses, outputs)
         _absorb_constant_affine(model, inits, uses, outputs)
-        for node in model.graph.node:   # graph passes marked activations fused into their producer
-            if _fused_mark(node) and node_kind(node) == QFLOAT:
+        internal = npu_layers.internal_tensors(model.graph)
+        for node in model.graph.node:   # steps inside an NPU layer: float32, never stored
+            outs = [o for o in node.output if o]
+            if outs and all(o in internal for o in outs) and node_kind(node) in (QFLOAT, FUSED_ACT, PASS):
                 set_kind(node, INTERNAL)
         for node in model.graph.node:   # the rules above must not pull a forced float layer back
             if node.name in float_layers:
@@ -127,22 +130,15 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
     return plan
 
 
-FUSED_ACTIVATION_KEY = "openrknn.fused_activation"   # written by openrknn.graph.passes.activation_fusion
-
-
-def _fused_mark(node: onnx.NodeProto) -> bool:
-    return any(p.key == FUSED_ACTIVATION_KEY for p in node.metadata_props)
-
-
 def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:
-    """Outputs of layers whose activation the graph passes fused (not a ``fused_act`` saturation):
-    the NPU never stores them, so they get no quantization point."""
-    kinds = {}
+    """Tensors inside an NPU layer (``openrknn.graph.npu_layers``) that get no quantization point:
+    all of them but a Conv/MatMul output read only by a ``fused_act`` Relu/Clip, which the
+    saturation implements (the two share parameters)."""
+    kinds: dict[str, list[str | None]] = {}
     for node in model.graph.node:
         for name in node.input:
             kinds.setdefault(name, []).append(node_kind(node))
-    return {node.output[0] for node in model.graph.node
-            if _fused_mark(node) and node.output and kinds.get(node.output[0]) != [FUSED_ACT]}
+    return {t for t in npu_layers.internal_tensors(model.graph) if kinds.get(t) != [FUSED_ACT]}
 
 
 def _absorb_constant_affine(model: onnx.ModelProto, inits, uses: Counter, outputs: set[str]) -> None:
@@ -159,49 +155,6 @@ def _absorb_constant_affine(model: onnx.ModelProto, inits, uses: Counter, output
         if (source is not None and node_kind(source) in (QFLOAT, INTERNAL) and uses[data[0]] == 1
                 and data[0] not in outputs and len(source.output) == 1):
             set_kind(source, INTERNAL)
-
-
-_GATE_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Clip", "Relu", "HardSigmoid", "Sigmoid"})
-
-
-def _mark_gated_activations(model: onnx.ModelProto, inits, uses: Counter, outputs: set[str]) -> None:
-    """``Mul(x, gate(x))`` where ``gate`` is a short chain of unary steps of ``x`` (hard-swish, swish):
-    the gate's tensors, and the product when only a constant scaling follows, become ``internal``."""
-    producer = {o: n for n in model.graph.node for o in n.output}
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
-    for mul in model.graph.node:
-        if mul.op_type != "Mul" or len(mul.input) != 2 or any(i in inits for i in mul.input):
-            continue
-        for gate in (0, 1):
-            chain = _gate_chain(mul.input[gate], mul.input[1 - gate], producer, inits, uses, outputs)
-            if chain:
-                for node in chain:
-                    set_kind(node, INTERNAL)
-                after = readers.get(mul.output[0], [])
-                if (len(after) == 1 and after[0].op_type in ("Div", "Mul") and mul.output[0] not in outputs
-                        and any(i in inits for i in after[0].input)):
-                    set_kind(mul, INTERNAL)
-                break
-
-
-def _gate_chain(tensor: str, source: str, producer, inits, uses: Counter, outputs: set[str]) -> list[onnx.NodeProto]:
-    chain: list[onnx.NodeProto] = []
-    while len(chain) < 4:
-        node = producer.get(tensor)
-        if (node is None or node.op_type not in _GATE_OPS or uses[tensor] != 1 or tensor in outputs
-                or node_kind(node) == FUSED_ACT):
-            return []
-        data = [i for i in node.input if i and i not in inits]
-        if len(data) != 1:
-            return []
-        chain.append(node)
-        tensor = data[0]
-        if tensor == source:
-            return chain
-    return []
 
 
 def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: frozenset) -> str:

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from openrknn.graph.passes.activation_fusion import FUSED_ACTIVATION_KEY
+from openrknn.graph.npu_layers import internal_tensors
 
 _ROUND_SUFFIX = "__fp16"
 
@@ -70,7 +70,7 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
         new_nodes += _cast_pair(name, rounded)
         renamed[name] = rounded
         exact.add(name)
-    fused = _fused_producer_outputs(graph)
+    fused = internal_tensors(graph)   # computed inside an NPU layer: never stored, so never rounded
     for node in graph.node:
         if node.op_type == "Constant" and _round_constant(node):
             exact.update(node.output)
@@ -116,20 +116,6 @@ def _round_constant(node: onnx.NodeProto) -> bool:
                 attr.floats[:] = [float(np.float16(v)) for v in attr.floats]
             return True
     return False
-
-
-def _fused_producer_outputs(graph: onnx.GraphProto) -> set[str]:
-    """Outputs that only feed the activation fused into their producer (the NPU never stores them)."""
-    consumers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers[name] = consumers.get(name, 0) + 1
-    out = set()
-    for node in graph.node:
-        marks = {p.key: p.value for p in getattr(node, "metadata_props", [])}
-        if FUSED_ACTIVATION_KEY in marks and len(node.output) == 1 and consumers.get(node.output[0], 0) == 1:
-            out.add(node.output[0])
-    return out
 
 
 def _exact_attributes(node: onnx.NodeProto) -> bool:

@@ -41,6 +41,10 @@ class PartitionedRunner:
         self.constants = {name: onnx.numpy_helper.to_array(t) for name, t in inits.items()}
         self.segments = self._split(model, registry)
         needed_later = self._needed_after(model)
+        try:   # element types of the tensors that cross segments (integer ones included)
+            typed = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        except Exception:  # noqa: BLE001 - onnx raises several types; untyped tensors default to float
+            typed = model
         for index, seg in enumerate(self.segments):
             if seg.custom is not None:
                 continue
@@ -48,7 +52,7 @@ class PartitionedRunner:
             consumed = [i for n in seg.nodes for i in n.input if i and i not in produced]
             seg.inputs = [i for i in dict.fromkeys(consumed) if i not in inits]
             seg.outputs = [o for o in produced if o in needed_later[index] or o in self.graph_outputs]
-            seg.session = make_session(self._segment_model(model, seg, inits))
+            seg.session = make_session(self._segment_model(typed, seg, inits))
 
     def _split(self, model: onnx.ModelProto, registry: CustomOpRegistry) -> list[_Segment]:
         segments: list[_Segment] = []

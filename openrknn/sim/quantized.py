@@ -32,6 +32,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn import log
+from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate
 from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, dequantize, requant_multiplier
@@ -101,6 +102,7 @@ class _Lowering:
                 # u8·s8 kernels are an order of magnitude faster than its s8·s8 ones.
                 self.params[name] = replace(params, dtype="uint8", zero_point=params.zero_point + 128)
         self.float_tensors = annotate.float_tensor_names(self.src)
+        self.internal = npu_layers.internal_tensors(self.src.graph)   # never stored: no rounding
         self.keep = {o.name for o in self.src.graph.output} | _outer_references(self.src.graph)
         self.opset = annotate.opset(self.src)
         self.nodes: list[onnx.NodeProto] = []
@@ -336,6 +338,8 @@ class _Lowering:
     def _lower_qconv(self, node: onnx.NodeProto) -> None:
         x, w, y = node.input[0], node.input[1], node.output[0]
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if self._lower_to_layer_float(node, out_axis=0):
+            return None
         if not self._integer_layer(x, w, y, bias) or self.params[x].dtype != self.params[y].dtype:
             return self._lower_qfloat(node)
         w_params = self.params[w]
@@ -385,38 +389,108 @@ class _Lowering:
         return padded, np.concatenate([weight, padding], 1)
 
     def _lower_qconvt(self, node: onnx.NodeProto) -> None:
-        """Integer ConvTranspose. onnxruntime has no integer kernel for it, so the exact sum
-        ``Σ (q_x − z_x)·(q_w − z_w)`` is computed by a float32 ConvTranspose on those integers: every
-        product and partial sum is an integer below 2^24, so each float32 step is exact in any
-        summation order. Weights whose sums could pass 2^24 are split as ``16·hi + lo``."""
+        """Integer ConvTranspose: onnxruntime has no integer kernel for it (see :meth:`_exact_sum`)."""
         x, w, y = node.input[0], node.input[1], node.output[0]
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if self._lower_to_layer_float(node, out_axis=1):
+            return None
         if not self._integer_layer(x, w, y, bias):
             return self._lower_qfloat(node)
-        w_params = self.params[w]
-        weight = numpy_helper.to_array(self.inits[w]).astype(np.int64)
-        zero = np.resize(w_params.zero_point.ravel(), weight.shape[1]).reshape(1, -1, *[1] * (weight.ndim - 2))
-        centred = weight - zero
-        x_params = self.params[x]
-        x_reach = max(int(x_params.zero_point.ravel()[0]) - x_params.qmin, x_params.qmax - int(x_params.zero_point.ravel()[0]))
-        pieces = _exact_float_pieces(centred, x_reach, reduce_axes=(0, *range(2, weight.ndim)))
-        if pieces is None:
-            log.debug(f"{node.name or y}: ConvTranspose sums can pass 2^24 even split; runs on dequantized values")
+        summed = self._exact_sum(node, out_axis=1)
+        if summed is None:
             return self._lower_qfloat(node)
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        _, xz = self.scale_zero(x)
-        centred_x = f"{x}__centred"   # q_x − z_x as float32 (exact): DequantizeLinear with scale 1
-        if centred_x not in self._consts:
-            self._consts.add(centred_x)
-            one = self.const(f"{centred_x}_unit", np.float32(1.0))
-            self.nodes.append(helper.make_node("DequantizeLinear", [self.need_int(x), one, xz], [centred_x],
-                                               name=f"{centred_x}_dequantize",
-                                               domain=self._qdq_domain(x_params.dtype)))
+        acc, spatial = summed
+        multiplier = requant_multiplier(self.params[x].scale.ravel()[0], self._w_scales(w, node, 1),
+                                        self.params[y].scale.ravel()[0])
+        self._requantize(acc, multiplier.reshape(-1, *spatial), y)
+        return None
+
+    def _lower_to_layer_float(self, node: onnx.NodeProto, out_axis: int) -> bool:
+        """A Conv/ConvTranspose/MatMul/Gemm whose output is not an integer tensor: inside its NPU layer
+        (an activation or residual Add follows, ``openrknn.graph.npu_layers``) the real value
+        ``float32(acc) · float32(s_x·s_w[c])`` goes on in float32, not stored; read only by float16
+        layers it is stored as float16. Either way from the exact integer sum."""
+        x, w, y = node.input[0], node.input[1], node.output[0]
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if y in self.params or y not in self.float_tensors or not self.is_8bit(x):
+            return False
+        if w not in self.params or self.params[w].dtype not in _EIGHT_BIT or self.params[w].group_size \
+                or self.inits[w].data_type == onnx.TensorProto.FLOAT:
+            return False
+        if bias is not None and not (bias in self.records and self.records[bias]["dtype"] == "int32"):
+            return False
+        summed = self._exact_sum(node, out_axis)
+        if summed is None:
+            return False
+        acc, spatial = summed
+        scale = (np.float32(self.params[x].scale.ravel()[0]) * self._w_scales(w, node, out_axis)).astype(np.float32)
+        factor = self.const(f"{y}__acc_scale", scale.reshape(-1, *spatial))
+        if y in self.internal:
+            real = y if y in self.keep else f"{y}__f32"
+            self.nodes.append(helper.make_node("Mul", [acc, factor], [real], name=f"{y}__real"))
+        else:   # read by float16 layers only: stored as float16(s_x·s_w·acc)
+            real = y if y in self.keep else f"{y}__fp16"
+            self.nodes += [helper.make_node("Mul", [acc, factor], [f"{y}__raw"], name=f"{y}__real"),
+                           helper.make_node("Cast", [f"{y}__raw"], [f"{y}__half"], to=onnx.TensorProto.FLOAT16,
+                                            name=f"{y}__half_cast"),
+                           helper.make_node("Cast", [f"{y}__half"], [real], to=onnx.TensorProto.FLOAT,
+                                            name=f"{real}_cast")]
+        self.float_name[y] = real
+        return True
+
+    def _w_scales(self, w: str, node: onnx.NodeProto, out_axis: int) -> np.ndarray:
+        weight_dims = self.inits[w].dims
+        transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
+        channels = weight_dims[0] if transposed else weight_dims[out_axis]
+        return np.resize(self.params[w].scale.ravel(), channels).astype(np.float32)
+
+    def _exact_sum(self, node: onnx.NodeProto, out_axis: int) -> tuple[str, tuple[int, ...]] | None:
+        """``acc = Σ (q_x − z_x)·(q_w − z_w) + q_b`` exactly, as float32 (``float32(acc)``).
+
+        The float32 op (Conv, ConvTranspose, MatMul) runs on the integers ``q_x − z_x`` and
+        ``q_w − z_w``: while every partial sum stays below 2^24 each float32 step is exact, in any
+        summation order and on any CPU. The bound is checked per output channel
+        (``max|q_x − z_x| · Σ|q_w − z_w| + |q_b|``); weights that could pass it are split as
+        ``16·hi + lo``, the parts combined in int32. Returns (tensor, broadcast shape of a
+        per-channel constant) or None when even the split could overflow."""
+        x, w, y = node.input[0], node.input[1], node.output[0]
+        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        weight = numpy_helper.to_array(self.inits[w]).astype(np.int64)
+        op_type, attrs = node.op_type, {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if op_type == "Gemm":
+            weight = weight.T if attrs.get("transB") else weight
+            op_type, attrs = "MatMul", {}
+        shape = [1] * weight.ndim
+        shape[out_axis] = -1
+        centred = weight - np.resize(self.params[w].zero_point.ravel(), weight.shape[out_axis]).reshape(shape)
+        reduce_axes = tuple(a for a in range(weight.ndim) if a != out_axis)
+        x_params = self.params[x]
+        x_zero = int(x_params.zero_point.ravel()[0])
+        x_reach = max(x_zero - x_params.qmin, x_params.qmax - x_zero)
+        q_bias = numpy_helper.to_array(self.inits[bias]).astype(np.int64).ravel() if bias else None
+        spatial = (1,) * (weight.ndim - 2) if op_type != "MatMul" else ()
+        pieces = _exact_float_pieces(centred, x_reach, reduce_axes, np.abs(q_bias) if bias else None)
+        if pieces is None:
+            log.debug(f"{node.name or y}: integer sums could pass 2^24 even with split weights; "
+                      f"the layer runs on dequantized values")
+            return None
+        centred_x = self._centred(x)
+        if len(pieces) == 1:   # one exact float32 op, the bias added inside it
+            inputs = [centred_x, self.const(f"{w}__exact_f", pieces[0][1].astype(np.float32))]
+            if bias:
+                inputs.append(self.const(f"{bias}__exact_f", q_bias.astype(np.float32)))
+            out = f"{y}__acc_f"
+            if op_type == "MatMul" and bias:
+                self.nodes += [helper.make_node("MatMul", inputs[:2], [f"{out}0"], name=f"{out}0_matmul"),
+                               helper.make_node("Add", [f"{out}0", inputs[2]], [out], name=f"{out}_bias")]
+            else:
+                self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{out}_{op_type.lower()}", **attrs))
+            return out, spatial
         parts = []
         for k, (factor, piece) in enumerate(pieces):
             raw, ints = f"{y}__part{k}_exact", f"{y}__part{k}"
-            self.nodes += [helper.make_node("ConvTranspose", [centred_x, self.const(f"{w}__int{k}", piece.astype(np.float32))],
-                                            [raw], name=f"{raw}_convt", **attrs),
+            self.nodes += [helper.make_node(op_type, [centred_x, self.const(f"{w}__int{k}", piece.astype(np.float32))],
+                                            [raw], name=f"{raw}_{op_type.lower()}", **attrs),
                            helper.make_node("Cast", [raw], [ints], to=onnx.TensorProto.INT32, name=f"{ints}_to_int32")]
             if factor != 1:
                 scaled = f"{ints}_x{factor}"
@@ -428,15 +502,24 @@ class _Lowering:
         for k, part in enumerate(parts[1:], 1):
             self.nodes.append(helper.make_node("Add", [acc, part], [f"{y}__acc_sum{k}"], name=f"{y}__acc_sum{k}"))
             acc = f"{y}__acc_sum{k}"
-        spatial = (1,) * (weight.ndim - 2)
         if bias:
-            b = self.const(f"{bias}__c11", numpy_helper.to_array(self.inits[bias]).astype(np.int32).reshape(-1, *spatial))
+            b = self.const(f"{bias}__int32", q_bias.astype(np.int32).reshape(-1, *spatial))
             self.nodes.append(helper.make_node("Add", [acc, b], [f"{y}__accb"], name=f"{y}__bias"))
             acc = f"{y}__accb"
-        multiplier = requant_multiplier(x_params.scale.ravel()[0], np.resize(w_params.scale.ravel(), weight.shape[1]),
-                                        self.params[y].scale.ravel()[0])
-        self._requantize(acc, multiplier.reshape(-1, *spatial), y)
-        return None
+        self.nodes.append(helper.make_node("Cast", [acc], [f"{y}__acc_f"], to=onnx.TensorProto.FLOAT,
+                                           name=f"{y}__acc_to_float"))
+        return f"{y}__acc_f", spatial
+
+    def _centred(self, x: str) -> str:
+        """``q_x − z_x`` as float32 (exact): DequantizeLinear with scale 1."""
+        name = f"{x}__centred"
+        if name not in self._consts:
+            self._consts.add(name)
+            _, xz = self.scale_zero(x)
+            one = self.const(f"{name}_unit", np.float32(1.0))
+            self.nodes.append(helper.make_node("DequantizeLinear", [self.need_int(x), one, xz], [name],
+                                               name=f"{name}_dequantize", domain=self._qdq_domain(self.params[x].dtype)))
+        return name
 
     def _integer_layer(self, x: str, w: str, y: str, bias: str | None) -> bool:
         if not self.is_8bit(x, y) or w not in self.params or self.params[w].dtype not in _EIGHT_BIT:
@@ -448,6 +531,8 @@ class _Lowering:
     def _lower_qmatmul(self, node: onnx.NodeProto) -> None:
         x, w, y = node.input[0], node.input[1], node.output[0]
         bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        if self._lower_to_layer_float(node, out_axis=1):
+            return None
         if not self._integer_layer(x, w, y, bias):
             return self._lower_qfloat(node)
         weight = numpy_helper.to_array(self.inits[w])
@@ -486,12 +571,15 @@ class _Lowering:
         return None
 
     def _requantize(self, acc: str, multiplier: np.ndarray, y: str) -> None:
-        """int32 ``acc`` → ``clamp(rne(float32(acc)·M) + z_y)``."""
+        """``acc`` (int32, or float32 holding float32(acc)) → ``clamp(rne(float32(acc)·M) + z_y)``."""
         _, yz = self.scale_zero(y)
         one = self.const(f"{y}__one", np.float32(1.0))
         m = self.const(f"{y}__m", np.asarray(multiplier, np.float32))
-        self.nodes += [helper.make_node("Cast", [acc], [f"{acc}_f"], to=onnx.TensorProto.FLOAT, name=f"{acc}_cast"),
-                       helper.make_node("Mul", [f"{acc}_f", m], [f"{acc}_m"], name=f"{acc}_scale"),
+        source = acc
+        if not acc.endswith("__acc_f"):   # int32: to float32 first
+            source = f"{acc}_f"
+            self.nodes.append(helper.make_node("Cast", [acc], [source], to=onnx.TensorProto.FLOAT, name=f"{acc}_cast"))
+        self.nodes += [helper.make_node("Mul", [source, m], [f"{acc}_m"], name=f"{acc}_scale"),
                        helper.make_node("QuantizeLinear", [f"{acc}_m", one, yz], [self.set_int(y)],
                                         name=f"{y}__requantize", domain=self._qdq_domain(self.params[y].dtype))]
 
@@ -525,17 +613,20 @@ def _unsigned(weight: np.ndarray, zero_point: np.ndarray) -> tuple[np.ndarray, n
 _FLOAT32_EXACT = 1 << 24   # every integer of smaller magnitude is a float32
 
 
-def _exact_float_pieces(weight: np.ndarray, x_reach: int, reduce_axes: tuple[int, ...]
-                        ) -> list[tuple[int, np.ndarray]] | None:
+def _exact_float_pieces(weight: np.ndarray, x_reach: int, reduce_axes: tuple[int, ...],
+                        bias_abs: np.ndarray | None = None) -> list[tuple[int, np.ndarray]] | None:
     """``[(factor, piece)]`` with ``weight = Σ factor·piece`` and every sum of products of a piece
-    with integers of magnitude ≤ ``x_reach`` below 2^24 (so exact in float32), or None."""
-    def fits(piece: np.ndarray) -> bool:
-        return int(np.abs(piece).sum(axis=reduce_axes).max(initial=0)) * x_reach < _FLOAT32_EXACT
-    if fits(weight):
+    with integers of magnitude ≤ ``x_reach`` below 2^24 (so exact in float32), or None. A single
+    piece also leaves room for the bias (added inside the float32 op)."""
+    def reach(piece: np.ndarray) -> np.ndarray:
+        return np.abs(piece).sum(axis=reduce_axes).ravel() * x_reach
+    whole = reach(weight) + (bias_abs if bias_abs is not None else 0)
+    if whole.max(initial=0) < _FLOAT32_EXACT:
         return [(1, weight)]
     high = np.floor_divide(weight, 16)
     low = weight - 16 * high
-    return [(16, high), (1, low)] if fits(high) and fits(low) else None
+    fits = all(reach(p).max(initial=0) < _FLOAT32_EXACT for p in (high, low))
+    return [(16, high), (1, low)] if fits else None
 
 
 def _outer_references_of(node: onnx.NodeProto) -> set[str]:

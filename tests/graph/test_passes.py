@@ -6,6 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from openrknn.graph.npu_layers import internal_tensors, layer_groups
 from openrknn.graph.passes import FUSED_ACTIVATION_KEY, fused_activation, optimize
 from tests.conftest import make_conv_model, reference_session
 
@@ -76,15 +77,18 @@ def test_activation_fusion_marks_single_consumer_only(tmp_path):
     model = onnx.load(make_conv_model(tmp_path / "m.onnx"))
     optimized = optimize(model, 3)
     conv = next(n for n in optimized.graph.node if n.op_type == "Conv")
-    assert fused_activation(conv) == "relu"
+    assert fused_activation(conv) == "Relu"
+    relu = next(n for n in optimized.graph.node if n.op_type == "Relu")
+    assert [g.name for g in layer_groups(optimized.graph) if len(g.nodes) == 2] == [conv.name]
+    assert layer_groups(optimized.graph)[0].internal == {conv.output[0]} and relu.output[0] not in internal_tensors(optimized.graph)
     assert all(p.key != FUSED_ACTIVATION_KEY for n in optimize(model, 2).graph.node for p in n.metadata_props)
     # a second reader of the conv output forbids the fusion: the NPU must store that tensor
     graph = optimized.graph
     graph.node.append(helper.make_node("Neg", [conv.output[0]], ["extra"]))
     graph.output.append(helper.make_tensor_value_info("extra", TensorProto.FLOAT, None))
-    del conv.metadata_props[:]
-    again = optimize(optimized, 3)
+    again = optimize(optimized, 3)   # the stale marks go
     assert fused_activation(next(n for n in again.graph.node if n.op_type == "Conv")) is None
+    assert internal_tensors(again.graph) == set()
 
 
 def test_random_ops_and_graph_outputs_are_not_folded():

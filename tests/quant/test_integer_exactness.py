@@ -179,8 +179,10 @@ def test_elementwise_requantization_is_bit_exact(tmp_path, op, fn):
     rng = np.random.default_rng(5)
     wa = numpy_helper.from_array(rng.normal(0, 0.5, (8, 8, 1, 1)).astype(np.float32), "wa")
     wb = numpy_helper.from_array(rng.normal(0, 0.2, (8, 8, 1, 1)).astype(np.float32), "wb")
-    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a"),
-             helper.make_node("Conv", ["x", "wb"], ["b"], name="conv_b"),
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["ca"], name="conv_a"),   # pools keep a and b stored
+             helper.make_node("MaxPool", ["ca"], ["a"], name="pool_a", kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["x", "wb"], ["cb"], name="conv_b"),   # (a Conv + Add is one layer)
+             helper.make_node("MaxPool", ["cb"], ["b"], name="pool_b", kernel_shape=[1, 1]),
              helper.make_node(op, ["a", "b"], ["t"], name="layer")]
     model = _build(tmp_path, nodes, [wa, wb], 8, 8)
     x = np.random.default_rng(6).uniform(-3, 3, (1, 8, SIZE, SIZE)).astype(np.float32)

@@ -8,7 +8,9 @@ level   passes
         static tensors and the Gather/Concat/Unsqueeze chains after them), dead nodes
 2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, and per-channel
         constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms)
-3       level 2 + activation fusion marks (Conv/Gemm/MatMul/Add + Relu, Clip, Sigmoid, ...)
+3       level 2 + the NPU layer graph (``openrknn.graph.npu_layers``): which nodes run as one
+        layer (Conv/Gemm/MatMul/Add/BatchNorm + activation, Conv + residual Add, decomposed
+        hard-swish / SiLU / Mish / GELU) and which tensors are stored
 ======  ==============================================================================
 
 Levels 1–2 change values only by float rounding (BN folding re-associates a product); the guide's
@@ -21,12 +23,13 @@ from collections.abc import Callable
 import onnx
 
 from openrknn import log
-from openrknn.graph.passes.activation_fusion import FUSED_ACTIVATION_KEY, fused_activation, mark_activation_fusion
 from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
+from openrknn.graph.npu_layers import FUSED_ACTIVATION_KEY, fused_activation
+from openrknn.graph.passes.layer_marking import mark_npu_layers
 
 Pass = Callable[[onnx.ModelProto], PassResult]
 
@@ -35,7 +38,7 @@ PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     1: [remove_aliases, fold_constants, remove_dead_nodes],
     2: [remove_aliases, fold_constants, fold_batchnorm, fold_channel_affine, remove_dead_nodes],
     3: [remove_aliases, fold_constants, fold_batchnorm, fold_channel_affine, remove_dead_nodes,
-        mark_activation_fusion],
+        mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 

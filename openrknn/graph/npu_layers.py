@@ -1,0 +1,287 @@
+"""The NPU layer graph: which ONNX nodes the NPU executes as one layer, and which tensors it stores.
+
+One pass (:func:`mark_layers`, ``optimization_level`` 3) groups the nodes of a built graph into
+layers and writes the grouping onto the nodes (``openrknn.layer`` = the layer's name on every node
+of a multi-node layer, ``openrknn.fused_activation`` = the activation's printed name on its main
+node), so the grouping travels with the graph into the ``.rknn`` file. Every stage reads it back
+with :func:`layer_groups`: quantization (no quantization point inside a layer), the simulators (no
+fp16 rounding or requantization inside a layer), the cost model (one row per layer) and accuracy
+analysis. A layer is:
+
+* a producer — Conv, ConvTranspose, Gemm, MatMul with a constant weight, BatchNormalization, Add —
+  with the activation that follows it, and for a Conv a residual ``Add`` (+ activation);
+* or an activation alone (when its input is stored anyway).
+
+Activations are found as *closures*: starting from the producer's output ``t``, every element-wise
+node whose inputs are ``t``, constants or tensors already in the closure joins it; the closure is an
+activation when it has one exit tensor and contains a non-linearity. That one rule covers what
+exporters emit: hard-swish as ``x·Clip(x+3,0,6)/6``, ``x·Clip(x+3,0,6)·(1/6)``, ``x·(Clip(..)/6)``
+or ``x·HardSigmoid(x)``; SiLU ``x·Sigmoid(x)``; Mish ``x·Tanh(Softplus(x))``; GELU in its erf and
+tanh forms; and the single-node activations (Relu, Clip, HardSigmoid, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+from openrknn import log
+
+LAYER_KEY = "openrknn.layer"
+FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
+
+# Producers the NPU fuses a following activation into (seed 002 §8.4.2).
+FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "BatchNormalization"})
+_NONLINEAR = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Elu", "Selu", "HardSwish",
+                        "HardSigmoid", "Gelu", "Softplus", "Mish", "Erf", "Swish"})
+_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Pow"})
+_MAX_ACTIVATION_NODES = 10
+# Printed names of single-node activations in the layer tables (the real tool's OpType suffixes).
+PRINTED_ACTIVATION = {"Relu": "Relu", "Clip": "Clip", "LeakyRelu": "LeakyRelu", "PRelu": "PRelu",
+                      "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Elu": "Elu", "Selu": "Selu", "HardSwish": "HardSwish",
+                      "HardSigmoid": "HardSigmoid", "Gelu": "Gelu", "Swish": "Swish", "Mish": "Mish",
+                      "Softplus": "Softplus"}
+
+
+@dataclass
+class LayerGroup:
+    """One NPU layer: ``nodes[0]`` is the main node; ``internal`` tensors are never stored."""
+
+    name: str
+    nodes: list[onnx.NodeProto]
+    activation: str | None = None                 # printed activation name, None without one
+    internal: set[str] = field(default_factory=set)
+
+    @property
+    def main(self) -> onnx.NodeProto:
+        return self.nodes[0]
+
+    @property
+    def outputs(self) -> list[str]:
+        """The tensors the layer stores (its exits)."""
+        return [o for n in self.nodes for o in n.output if o and o not in self.internal]
+
+
+class _View:
+    """Readers, producers and constants of one graph."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.consts = {i.name for i in graph.initializer}
+        self.consts |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+        self.outputs = {o.name for o in graph.output}
+        self.nodes = list(graph.node)   # nodes are referred to by their position in this list
+        self.readers: dict[str, list[int]] = {}
+        self.producer_index = {o: i for i, n in enumerate(self.nodes) for o in n.output}
+        for index, node in enumerate(self.nodes):
+            for name in node.input:
+                if name:
+                    self.readers.setdefault(name, []).append(index)
+
+    def data_inputs(self, node: onnx.NodeProto) -> list[str]:
+        return [i for i in node.input if i and i not in self.consts]
+
+    def read_only_by(self, tensor: str, members: list[int]) -> bool:
+        return tensor not in self.outputs and all(r in members for r in self.readers.get(tensor, []))
+
+
+def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None:
+    """The activation that starts at ``tensor``: its nodes (positions, in order of discovery) and
+    its printed name, or None."""
+    members: list[int] = []
+    known = {tensor}
+    grown = True
+    while grown and len(members) < _MAX_ACTIVATION_NODES:
+        grown = False
+        for name in list(known):
+            for index in view.readers.get(name, []):
+                reader = view.nodes[index]
+                if index in members or reader.domain not in ("", "ai.onnx"):
+                    continue
+                if reader.op_type not in _NONLINEAR | _ARITHMETIC or len(reader.output) != 1:
+                    continue
+                if all(i in known or i in view.consts for i in reader.input if i):
+                    members.append(index)
+                    known.add(reader.output[0])
+                    grown = True
+    while members:
+        exits = [o for m in members for o in view.nodes[m].output if not view.read_only_by(o, members)]
+        if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
+            break
+        members.pop()          # drop the last-discovered node and try the smaller closure
+    if not members:
+        return None
+    name = _activation_name(view, [view.nodes[m] for m in members])
+    return (members, name) if name else None
+
+
+def _activation_name(view: _View, members: list[onnx.NodeProto]) -> str | None:
+    ops = {m.op_type for m in members}
+    if not ops & _NONLINEAR:
+        return None
+    data_products = any(m.op_type == "Mul" and len(view.data_inputs(m)) == 2 for m in members)
+    if "Erf" in ops or ("Tanh" in ops and "Pow" in ops):
+        return "Gelu"
+    if {"Softplus", "Tanh"} <= ops and data_products:
+        return "Mish"
+    if "Sigmoid" in ops and data_products:
+        return "Swish"
+    if ops & {"Clip", "HardSigmoid", "Relu"} and data_products:
+        return "HardSwish"
+    nonlinear = [m for m in members if m.op_type in _NONLINEAR]
+    if len(nonlinear) == 1 and not data_products:
+        return PRINTED_ACTIVATION.get(nonlinear[0].op_type, nonlinear[0].op_type)
+    return None
+
+
+def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
+    if node.op_type not in FUSING_PRODUCERS or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+        return False
+    if node.op_type in ("Gemm", "MatMul"):
+        return len(node.input) > 1 and node.input[1] in view.consts
+    if node.op_type == "Add":   # an element-wise layer of two tensors; Add(x, constant) is an activation step
+        return len(view.data_inputs(node)) == 2
+    return True
+
+
+def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset()) -> list[LayerGroup]:
+    """Group the nodes of ``model`` into NPU layers (graph order); ``cpu_nodes`` (``op_target``)
+    are never fused with anything."""
+    view = _View(model.graph)
+    taken: set[int] = set()
+    groups: list[LayerGroup] = []
+    for index in range(len(view.nodes)):
+        if index in taken:
+            continue
+        members, activation = _layer_from(view, index, taken, cpu_nodes)
+        taken.update(members)
+        groups.append(_group(view, members, activation))
+    return groups
+
+
+def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> tuple[list[int], str | None]:
+    node = view.nodes[index]
+    name = node.name or (node.output[0] if node.output else "")
+    if node.name in cpu_nodes or not node.output:
+        return [index], None
+
+    def free(found: list[int]) -> bool:
+        return not any(m in taken or view.nodes[m].name in cpu_nodes for m in found)
+
+    if _is_producer(view, node):
+        members, tensor = [index], node.output[0]
+        residual = _residual_add(view, index, cpu_nodes)
+        if residual is not None and residual not in taken:
+            members.append(residual)
+            tensor = view.nodes[residual].output[0]
+        found = activation_closure(view, tensor)
+        if found and view.read_only_by(tensor, found[0]) and free(found[0]):
+            return members + found[0], found[1]
+        if found:
+            log.debug(f"layer graph: {found[1]} after '{name}' not fused: its input '{tensor}' is read elsewhere")
+        return members, None
+    if node.op_type in _NONLINEAR | _ARITHMETIC:
+        source = next(iter(view.data_inputs(node)), None)
+        found = activation_closure(view, source) if source else None
+        if found and found[0][0] == index and len(found[0]) > 1 and free(found[0]):
+            return found[0], found[1]
+    return [index], None
+
+
+def _residual_add(view: _View, conv: int, cpu_nodes: frozenset[str]) -> int | None:
+    """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd."""
+    node = view.nodes[conv]
+    if node.op_type != "Conv":
+        return None
+    readers = view.readers.get(node.output[0], [])
+    if len(readers) != 1 or node.output[0] in view.outputs:
+        return None
+    add = view.nodes[readers[0]]
+    if add.op_type != "Add" or add.name in cpu_nodes or len(add.input) != 2:
+        return None
+    other = [i for i in add.input if i != node.output[0]]
+    if len(other) != 1 or other[0] in view.consts:
+        return None
+    # the NPU reads the other operand from memory: it must exist before this Conv runs (the Add
+    # of two branches goes with the Conv that finishes last)
+    return readers[0] if view.producer_index.get(other[0], -1) < conv else None
+
+
+def _group(view: _View, members: list[int], activation: str | None) -> LayerGroup:
+    nodes = [view.nodes[m] for m in sorted(members)]
+    main = view.nodes[members[0]]
+    group = LayerGroup(main.name or (main.output[0] if main.output else ""), nodes, activation)
+    if len(nodes) > 1:
+        group.internal = {o for n in nodes for o in n.output if o and view.read_only_by(o, members)}
+    return group
+
+
+# ----------------------------------------------------------------------------- persisted form
+def mark_layers(model: onnx.ModelProto) -> bool:
+    """Write the layer grouping onto the nodes (``openrknn.layer``, ``openrknn.fused_activation``;
+    stale marks removed); True when a mark changed. The ``optimization_level`` 3 pass."""
+    wanted: dict[str, dict[str, str]] = {}   # by a node's first output (unique in a graph)
+    for group in find_layers(model):
+        if len(group.nodes) == 1:
+            continue
+        for node in group.nodes:
+            wanted.setdefault(node.output[0], {})[LAYER_KEY] = group.name
+        if group.activation:
+            wanted[group.main.output[0]][FUSED_ACTIVATION_KEY] = group.activation
+    modified = False
+    for node in model.graph.node:
+        marks = wanted.get(node.output[0], {}) if node.output else {}
+        for key in (LAYER_KEY, FUSED_ACTIVATION_KEY):
+            if _mark(node, key) == marks.get(key):
+                continue
+            modified = True
+            if key in marks:
+                _set_mark(node, key, marks[key])
+            else:
+                keep = [p for p in node.metadata_props if p.key != key]
+                del node.metadata_props[:]
+                node.metadata_props.extend(keep)
+    return modified
+
+
+def layer_groups(graph: onnx.GraphProto) -> list[LayerGroup]:
+    """The layers written by :func:`mark_layers`, in graph order (unmarked nodes are layers of one)."""
+    groups: dict[str, LayerGroup] = {}
+    order: list[LayerGroup] = []
+    for node in graph.node:
+        layer = _mark(node, LAYER_KEY)
+        if layer is None:
+            order.append(LayerGroup(node.name or node.output[0], [node]))
+            continue
+        if layer not in groups:
+            groups[layer] = LayerGroup(layer, [])
+            order.append(groups[layer])
+        groups[layer].nodes.append(node)
+    for group in groups.values():
+        group.activation = _mark(group.main, FUSED_ACTIVATION_KEY)
+        produced = [o for n in group.nodes for o in n.output if o]
+        read_outside = {i for n in graph.node if _mark(n, LAYER_KEY) != group.name for i in n.input}
+        outputs = {o.name for o in graph.output}
+        group.internal = {o for o in produced if o not in read_outside and o not in outputs}
+    return order
+
+
+def internal_tensors(graph: onnx.GraphProto) -> set[str]:
+    """Tensors computed inside a layer and never stored."""
+    return {t for g in layer_groups(graph) for t in g.internal}
+
+
+def fused_activation(node: onnx.NodeProto) -> str | None:
+    """Printed name of the activation fused into ``node``'s layer, if ``node`` is a layer's main node."""
+    return _mark(node, FUSED_ACTIVATION_KEY)
+
+
+def _mark(node: onnx.NodeProto, key: str) -> str | None:
+    return next((p.value for p in node.metadata_props if p.key == key), None)
+
+
+def _set_mark(node: onnx.NodeProto, key: str, value: str) -> None:
+    for prop in node.metadata_props:
+        if prop.key == key:
+            prop.value = value
+            return
+    node.metadata_props.add(key=key, value=value)

@@ -1,0 +1,156 @@
+"""The NPU layer graph: the fusions exporters' graphs get, as each exporter writes them."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from openrknn.graph.npu_layers import find_layers, internal_tensors, layer_groups
+from openrknn.graph.passes import optimize
+
+C = 4
+
+
+def _const(name, value):
+    return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+
+def _model(tail_nodes, extra_inits=(), out="y"):
+    """x → Conv(w) → c → tail → ``out`` (graph output)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (C, C, 3, 3)).astype(np.float32), "w"), *extra_inits]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]), *tail_nodes]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 8, 8])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, C, 8, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _hard_swish_div_after():
+    return [helper.make_node("Add", ["c", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["k"]),
+            helper.make_node("Mul", ["c", "k"], ["m"]), helper.make_node("Div", ["m", "six"], ["y"])]
+
+
+def _hard_swish_times_sixth():
+    return [helper.make_node("Add", ["c", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["k"]),
+            helper.make_node("Mul", ["c", "k"], ["m"]), helper.make_node("Mul", ["m", "sixth"], ["y"])]
+
+
+def _hard_swish_div_inside():
+    return [helper.make_node("Add", ["c", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["k"]),
+            helper.make_node("Div", ["k", "six"], ["g"]), helper.make_node("Mul", ["c", "g"], ["y"])]
+
+
+def _hard_swish_hardsigmoid():
+    return [helper.make_node("HardSigmoid", ["c"], ["g"], alpha=1 / 6, beta=0.5),
+            helper.make_node("Mul", ["c", "g"], ["y"])]
+
+
+def _silu():
+    return [helper.make_node("Sigmoid", ["c"], ["g"]), helper.make_node("Mul", ["c", "g"], ["y"])]
+
+
+def _mish():
+    return [helper.make_node("Softplus", ["c"], ["s"]), helper.make_node("Tanh", ["s"], ["t"]),
+            helper.make_node("Mul", ["c", "t"], ["y"])]
+
+
+def _gelu_erf():   # x·0.5·(1 + erf(x/√2)), PyTorch's export
+    return [helper.make_node("Div", ["c", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+            helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["c", "p"], ["m"]),
+            helper.make_node("Mul", ["m", "half"], ["y"])]
+
+
+def _gelu_erf_half_first():   # (x·0.5)·(1 + erf(x/√2))
+    return [helper.make_node("Mul", ["c", "half"], ["h"]), helper.make_node("Div", ["c", "sqrt2"], ["d"]),
+            helper.make_node("Erf", ["d"], ["e"]), helper.make_node("Add", ["e", "one"], ["p"]),
+            helper.make_node("Mul", ["h", "p"], ["y"])]
+
+
+def _gelu_tanh():   # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+    return [helper.make_node("Pow", ["c", "three"], ["cube"]), helper.make_node("Mul", ["cube", "k044"], ["kc"]),
+            helper.make_node("Add", ["c", "kc"], ["inner"]), helper.make_node("Mul", ["inner", "s2pi"], ["z"]),
+            helper.make_node("Tanh", ["z"], ["t"]), helper.make_node("Add", ["t", "one"], ["p"]),
+            helper.make_node("Mul", ["c", "p"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+
+
+CONSTS = [_const("three", 3.0), _const("zero", 0.0), _const("six", 6.0), _const("sixth", 1 / 6), _const("one", 1.0),
+          _const("half", 0.5), _const("sqrt2", np.sqrt(2.0)), _const("k044", 0.044715), _const("s2pi", np.sqrt(2 / np.pi))]
+
+
+@pytest.mark.parametrize("tail,name", [
+    (_hard_swish_div_after, "HardSwish"), (_hard_swish_times_sixth, "HardSwish"), (_hard_swish_div_inside, "HardSwish"),
+    (_hard_swish_hardsigmoid, "HardSwish"), (_silu, "Swish"), (_mish, "Mish"), (_gelu_erf, "Gelu"),
+    (_gelu_erf_half_first, "Gelu"), (_gelu_tanh, "Gelu"),
+    (lambda: [helper.make_node("HardSigmoid", ["c"], ["y"])], "HardSigmoid"),
+    (lambda: [helper.make_node("Clip", ["c", "zero", "six"], ["y"])], "Clip")])
+def test_activation_fuses_into_its_conv(tail, name):
+    model = _model(tail(), CONSTS)
+    groups = find_layers(model)
+    assert len(groups) == 1, [(g.name, [n.op_type for n in g.nodes]) for g in groups]
+    layer = groups[0]
+    assert layer.activation == name and layer.main.op_type == "Conv"
+    assert layer.outputs == ["y"] and "c" in layer.internal   # only the activation's output is stored
+
+
+def test_marks_round_trip_and_the_optimised_graph_computes_the_same():
+    model = _model(_hard_swish_div_after(), CONSTS)
+    marked = optimize(model, 3)
+    groups = [g for g in layer_groups(marked.graph) if len(g.nodes) > 1]
+    assert [(g.name, g.activation, len(g.nodes)) for g in groups] == [("conv", "HardSwish", 5)]
+    assert internal_tensors(marked.graph) == {"c", "a", "k", "m"}
+
+
+def test_conv_residual_add_and_activation_are_one_layer():
+    inits = [numpy_helper.from_array(np.ones((C, C, 1, 1), np.float32), "w2")]
+    nodes = [helper.make_node("Conv", ["x", "w2"], ["skip"], name="skip_conv"),
+             helper.make_node("Add", ["c", "skip"], ["s"], name="add"), helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    model = _model(nodes, inits)
+    model.graph.node.insert(0, model.graph.node.pop(-3))   # the skip branch first, as exporters order it
+    layers = {g.name: g for g in find_layers(model)}
+    assert [n.name for n in layers["conv"].nodes] == ["conv", "add", "relu"]
+    assert layers["conv"].activation == "Relu" and layers["conv"].internal == {"c", "s"}
+
+
+def test_no_fusion_when_the_conv_output_is_read_elsewhere():
+    model = _model(_silu() + [helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[1, 1])])
+    model.graph.output.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
+    layers = find_layers(model)
+    conv = next(g for g in layers if g.main.op_type == "Conv")
+    assert len(conv.nodes) == 1 and not conv.internal   # c is stored: Sigmoid·Mul is a layer of its own
+    silu = next(g for g in layers if g.main.op_type == "Sigmoid")
+    assert silu.activation == "Swish" and [n.op_type for n in silu.nodes] == ["Sigmoid", "Mul"]
+
+
+def test_affine_without_a_nonlinearity_is_not_an_activation():
+    model = _model([helper.make_node("Mul", ["c", "half"], ["y"])], CONSTS)
+    assert all(len(g.nodes) == 1 for g in find_layers(model))
+
+
+def test_hard_swish_conv_costs_one_layer_and_stores_no_conv_output(tmp_path):
+    """eval_perf, quantization and the simulator agree: one ConvHardSwish layer, the Conv's output
+    gets no quantization parameters, and the int8 build runs."""
+    from rknn.api import RKNN
+    from openrknn.chips import get_chip
+    from openrknn.profile import estimate_perf
+    model = _model(_hard_swish_div_after() , CONSTS)
+    model.graph.node.append(helper.make_node("Conv", ["y", "w"], ["z"], name="next", pads=[1, 1, 1, 1]))
+    model.graph.output[0].name = "z"
+    onnx.save(model, tmp_path / "m.onnx")
+    rng = np.random.default_rng(1)
+    for i in range(3):
+        np.save(tmp_path / f"s{i}.npy", rng.uniform(-2, 2, (1, C, 8, 8)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    ops = [layer.op_type for layer in estimate_perf(rknn._model, get_chip("rk3588")).layers]
+    assert ops[1] == "ConvHardSwish" and "Clip" not in ops and "Div" not in ops
+    assert "c" not in rknn._model.quant_params and "y" in rknn._model.quant_params
+    assert rknn.init_runtime() == 0
+    x = rng.uniform(-2, 2, (1, C, 8, 8)).astype(np.float32)
+    out = rknn.inference(inputs=[x], data_format="nchw")[0]
+    from onnx.reference import ReferenceEvaluator
+    ref = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    assert np.dot(out.ravel(), ref.ravel()) / (np.linalg.norm(out) * np.linalg.norm(ref)) > 0.99
