@@ -21,10 +21,11 @@ import numpy as np
 
 from openrknn import log
 from openrknn.analysis.accuracy import analyse, cosine, euclidean
+from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant import QuantSettings, quantize_model
-from openrknn.quant.hybrid import float_record, producer_of
+from openrknn.quant.hybrid import float_record
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.sim.session import GraphRunner, lower
 
@@ -47,7 +48,9 @@ class MixedPrecisionResult:
 
 def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
                       custom_ops: CustomOpRegistry | None = None) -> list[tuple[str, float]]:
-    """(layer name, mean single-mode cosine) of every quantized layer, most damaged first."""
+    """(layer name, mean single-mode cosine) of every quantized layer, most damaged first; layers
+    whose tensors have no single-mode row follow (NaN), in graph order, so every layer that stores a
+    quantized tensor is ranked."""
     names = [spec.name for spec in quantized.inputs]
     producers = _layer_of_tensor(quantized)
     scores: dict[str, list[float]] = {}
@@ -57,22 +60,24 @@ def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
             layer = producers.get(row.tensor)
             if layer and row.single_cos is not None and row.tensor in quantized.quant_params:
                 scores.setdefault(layer, []).append(row.single_cos)
-    ranked = [(layer, float(np.nanmean(values))) for layer, values in scores.items()]
-    return sorted(ranked, key=lambda item: (np.nan_to_num(item[1], nan=-2.0), item[0]))
+    ranked = sorted(((layer, float(np.nanmean(values))) for layer, values in scores.items()),
+                    key=lambda item: (np.nan_to_num(item[1], nan=-2.0), item[0]))
+    seen = {layer for layer, _ in ranked}
+    rest = [producers[t] for t in _stored_in_graph_order(quantized) if producers.get(t) not in seen]
+    return ranked + [(layer, float("nan")) for layer in dict.fromkeys(rest)]
+
+
+def _stored_in_graph_order(model: RKNNModel) -> list[str]:
+    """Quantized activation tensors (the ones the NPU stores as integers), in graph order."""
+    weights = {i.name for i in model.graph.graph.initializer}
+    return [o for n in model.graph.graph.node for o in n.output if o in model.quant_params and o not in weights]
 
 
 def _layer_of_tensor(model: RKNNModel) -> dict[str, str]:
-    """Tensor → the layer that computes it; an activation fused into a Conv/MatMul belongs to that layer."""
-    from openrknn.quant import annotate
-    nodes = {n.name: n for n in model.graph.graph.node}
-    producers = producer_of(model.graph)
-    layers = {}
-    for tensor, name in producers.items():
-        node = nodes.get(name)
-        while node is not None and annotate.node_kind(node) == annotate.FUSED_ACT and node.input:
-            node = nodes.get(producers.get(node.input[0], ""))
-        layers[tensor] = node.name if node is not None else name
-    return layers
+    """Tensor → the NPU layer that computes it (``openrknn.graph.npu_layers``; a fused activation,
+    residual Add or hard-swish belongs to its Conv's layer)."""
+    return {o: group.name for group in npu_layers.layer_groups(model.graph.graph)
+            for node in group.nodes for o in node.output if o}
 
 
 def propose_layers(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], threshold: float = 0.99,

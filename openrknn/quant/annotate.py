@@ -100,6 +100,10 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
     """
     plan = Plan(float_tensors=float_tensor_names(model))
     inits = {i.name: i for i in model.graph.initializer}
+    # a layer forced to float16 is the whole NPU layer: every node the layer graph put in it
+    float_layers = frozenset(float_layers) | {n.name for g in npu_layers.layer_groups(model.graph)
+                                              if g.name in float_layers or any(m.name in float_layers for m in g.nodes)
+                                              for n in g.nodes}
     uses = Counter(name for node in model.graph.node for name in node.input)
     outputs = {o.name for o in model.graph.output}
     kinds: dict[str, str] = {}

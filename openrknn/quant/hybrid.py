@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 
 from openrknn import log
+from openrknn.graph import npu_layers
 from openrknn.errors import ConfigError, ModelFileError
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file import from_container, to_container
@@ -102,7 +103,12 @@ def write_step1(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     np.savez_compressed(buffer, **{f"s{i}_{j}": a for i, sample in enumerate(samples) for j, a in enumerate(sample)})
     write_atomic(files.data, buffer.getvalue())
     tensor_of = {n.name: n.output[0] for n in plain.graph.graph.node if n.output}
-    layers = {tensor_of.get(layer, layer): "float16" for layer in float_layers}
+    for group in npu_layers.layer_groups(plain.graph.graph):   # a layer is named by the tensor it stores
+        if group.outputs:
+            tensor_of[group.name] = group.outputs[-1]
+    order = {o: i for i, n in enumerate(plain.graph.graph.node) for o in n.output}
+    named = sorted((tensor_of.get(layer, layer) for layer in float_layers), key=lambda t: order.get(t, len(order)))
+    layers = {tensor: "float16" for tensor in named}   # in graph order
     write_config(files.config, HybridConfig(layers=layers, parameters=dict(quantized.quant_params)), name,
                  quantized.quantized_dtype or settings.dtype, note)
     log.info(f"hybrid_quantization_step1: wrote {files.model}, {files.data} and {files.config}")

@@ -10,6 +10,7 @@ from rknn.api import RKNN
 from tests.conftest import three_convs, reference_session
 
 CONV2_OUT = "c2"   # tensor written by conv2, the layer whose weights are hard to quantize
+CONV2_LAYER_OUT = "r2"   # what the conv2 layer (Conv + fused Relu) stores: step1 names layers by it
 
 
 @pytest.fixture
@@ -152,7 +153,7 @@ def test_custom_hybrid_and_proposal(workdir):
     rknn = _rknn(workdir)
     assert rknn.hybrid_quantization_step1(dataset="dataset.txt", custom_hybrid=[["r1", "c2"]], proposal=True) == 0
     cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
-    assert cfg["custom_quantize_layers"].get(CONV2_OUT) == "float16"
+    assert cfg["custom_quantize_layers"].get(CONV2_LAYER_OUT) == "float16"
     assert "proposal" in (workdir / "net.quantization.cfg").read_text()
     assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt", custom_hybrid=[["r1", "nowhere"]]) == -1
 
@@ -187,3 +188,20 @@ def test_auto_hybrid_judges_one_value_outputs_across_samples():
     assert big == pytest.approx(1.0)
     noisy = [[np.array([[0.1]]), -np.arange(32.0)], [np.array([[0.9]]), np.arange(32.0) + 1]]
     assert worst_output_cosines(golden, noisy)[1] == pytest.approx(-1.0)   # the worst sample counts
+
+
+def test_auto_hybrid_can_reach_the_all_float16_model(workdir):
+    """Every layer that stores a quantized tensor is a candidate, so the search can reach the
+    all-float16 model: a threshold near float16's own accuracy is met."""
+    from openrknn.analysis.mixed_precision import _layer_of_tensor, layer_sensitivity
+    plain = _rknn(workdir)
+    assert plain.build(do_quantization=True, dataset="dataset.txt") == 0
+    model = plain._model
+    weights = {i.name for i in model.graph.graph.initializer}
+    stored = [t for t in model.quant_params if t not in weights and t in _layer_of_tensor(model)]
+    ranked = {layer for layer, _ in layer_sensitivity(model, [[np.load(workdir / "x0.npy")]])}
+    assert {_layer_of_tensor(model)[t] for t in stored} <= ranked
+    rknn = _rknn(workdir, auto_hybrid_cos_thresh=0.99999)
+    assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
+    assert rknn._model.metadata["auto_hybrid"]["met"], rknn._model.metadata["auto_hybrid"]
+    assert _output_cosine(rknn, workdir) >= 0.9999
