@@ -68,9 +68,11 @@ def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
 
 
 def _stored_in_graph_order(model: RKNNModel) -> list[str]:
-    """Quantized activation tensors (the ones the NPU stores as integers), in graph order."""
+    """Outputs of the nodes that store a quantized tensor or read quantized weights, in graph order."""
     weights = {i.name for i in model.graph.graph.initializer}
-    return [o for n in model.graph.graph.node for o in n.output if o in model.quant_params and o not in weights]
+    return [n.output[0] for n in model.graph.graph.node if n.output and (
+        any(o in model.quant_params and o not in weights for o in n.output)
+        or any(i in weights and i in model.quant_params for i in n.input))]
 
 
 def _layer_of_tensor(model: RKNNModel) -> dict[str, str]:

@@ -101,15 +101,13 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
     plan = Plan(float_tensors=float_tensor_names(model))
     inits = {i.name: i for i in model.graph.initializer}
     # a layer forced to float16 is the whole NPU layer: every node the layer graph put in it
-    float_layers = frozenset(float_layers) | {n.name for g in npu_layers.layer_groups(model.graph)
-                                              if g.name in float_layers or any(m.name in float_layers for m in g.nodes)
-                                              for n in g.nodes}
+    forced = _forced_float_nodes(model, float_layers)
     uses = Counter(name for node in model.graph.node for name in node.input)
     outputs = {o.name for o in model.graph.output}
     kinds: dict[str, str] = {}
     pass_ops = PASS_OPS | (PASS_OPS_OPSET12 if opset(model) >= 12 else frozenset())
     for node in model.graph.node:
-        if node.name in float_layers:
+        if _key(node) in forced:
             set_kind(node, FLOAT)
             kinds.update({out: FLOAT for out in node.output})
             continue
@@ -129,9 +127,25 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
             if outs and all(o in internal for o in outs) and node_kind(node) in (QFLOAT, FUSED_ACT, PASS):
                 set_kind(node, INTERNAL)
         for node in model.graph.node:   # the rules above must not pull a forced float layer back
-            if node.name in float_layers:
+            if _key(node) in forced:
                 set_kind(node, FLOAT)
     return plan
+
+
+def _key(node: onnx.NodeProto) -> str:
+    return node.output[0] if node.output else node.name
+
+
+def _forced_float_nodes(model: onnx.ModelProto, float_layers: frozenset[str]) -> set[str]:
+    """Nodes (by first output) of the layers ``float_layers`` names — by layer-graph name, node
+    name or (unnamed nodes) output tensor: a layer forced to float16 is the whole NPU layer."""
+    forced: set[str] = set()
+    if not float_layers:
+        return forced
+    for group in npu_layers.layer_groups(model.graph):
+        if group.name in float_layers or any(n.name in float_layers or _key(n) in float_layers for n in group.nodes):
+            forced.update(_key(n) for n in group.nodes)
+    return forced
 
 
 def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:

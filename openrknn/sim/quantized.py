@@ -266,6 +266,10 @@ class _Lowering:
         for i, out in enumerate(node.output):
             if out not in self.float_tensors:
                 continue
+            if out in self.internal and out not in self.keep:   # inside a float16 layer: not stored, not rounded
+                copy.output[i] = f"{out}__f32"
+                self.float_name[out] = copy.output[i]
+                continue
             raw, half = f"{out}__raw", f"{out}__half"
             final = out if out in self.keep else f"{out}__fp16"
             copy.output[i] = raw
