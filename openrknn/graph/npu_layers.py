@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import onnx
+from onnx import numpy_helper
 
 from openrknn import log
 
@@ -68,6 +69,9 @@ class _View:
     def __init__(self, graph: onnx.GraphProto) -> None:
         self.consts = {i.name for i in graph.initializer}
         self.consts |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+        self.scalars = {i.name: i for i in graph.initializer}
+        self.scalars.update({n.output[0]: a.t for n in graph.node if n.op_type == "Constant"
+                             for a in n.attribute if a.name == "value"})
         self.outputs = {o.name for o in graph.output}
         self.nodes = list(graph.node)   # nodes are referred to by their position in this list
         self.readers: dict[str, list[int]] = {}
@@ -76,6 +80,14 @@ class _View:
             for name in node.input:
                 if name:
                     self.readers.setdefault(name, []).append(index)
+
+    def scalar(self, name: str) -> float | None:
+        """The value of a one-element constant, None for anything else."""
+        tensor = self.scalars.get(name)
+        if tensor is None:
+            return None
+        array = numpy_helper.to_array(tensor)
+        return float(array.ravel()[0]) if array.size == 1 else None
 
     def data_inputs(self, node: onnx.NodeProto) -> list[str]:
         return [i for i in node.input if i and i not in self.consts]
@@ -108,10 +120,35 @@ def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None
         if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
             break
         members.pop()          # drop the last-discovered node and try the smaller closure
+    members = _without_trailing_affine(view, members)
     if not members:
         return None
     name = _activation_name(view, [view.nodes[m] for m in members])
     return (members, name) if name else None
+
+
+_PATTERN_SCALES = (6.0, 1 / 6, 0.5, 2.0)   # the /6 of hard-swish, the ·0.5 of GELU
+
+
+def _without_trailing_affine(view: _View, members: list[int]) -> list[int]:
+    """Drop constant Mul/Add/Sub/Div steps after the activation's last non-linear step or product
+    (a learnable scale and offset after a hard-swish is a layer of its own on the NPU, as
+    rknn-toolkit2's layer table shows), keeping one that is the pattern's own constant (hard-swish's
+    /6, GELU's ·0.5)."""
+    core = max((k for k, m in enumerate(members) if view.nodes[m].op_type in _NONLINEAR
+                or (view.nodes[m].op_type == "Mul" and len(view.data_inputs(view.nodes[m])) == 2)), default=-1)
+    if core < 0:
+        return members
+    kept = members[:core + 1]
+    for m in members[core + 1:]:
+        node = view.nodes[m]
+        constant = next((view.scalar(i) for i in node.input if i in view.consts), None)
+        if len(kept) == core + 1 and node.op_type in ("Mul", "Div") and constant is not None \
+                and any(abs(constant - v) < 1e-4 * v for v in _PATTERN_SCALES):
+            kept.append(m)
+            continue
+        break
+    return kept
 
 
 def _activation_name(view: _View, members: list[onnx.NodeProto]) -> str | None:
@@ -131,6 +168,35 @@ def _activation_name(view: _View, members: list[onnx.NodeProto]) -> str | None:
     if len(nonlinear) == 1 and not data_products:
         return PRINTED_ACTIVATION.get(nonlinear[0].op_type, nonlinear[0].op_type)
     return None
+
+
+_NORM_OPS = frozenset({"ReduceMean", "Sub", "Pow", "Add", "Sqrt", "Div", "Mul", "Reciprocal"})
+
+
+def norm_closure(view: _View, tensor: str) -> list[int] | None:
+    """A normalisation decomposed into element-wise and mean steps (LayerNorm exported below
+    opset 17: ReduceMean, Sub, Pow, ReduceMean, Add ε, Sqrt, Div, then the γ/β affine): its nodes,
+    or None. It is one NPU layer (rknn-toolkit2 prints it as ``exNorm``)."""
+    members: list[int] = []
+    known = {tensor}
+    grown = True
+    while grown and len(members) < 12:
+        grown = False
+        for name in list(known):
+            for index in view.readers.get(name, []):
+                reader = view.nodes[index]
+                if index in members or reader.op_type not in _NORM_OPS or len(reader.output) != 1:
+                    continue
+                if all(i in known or i in view.consts for i in reader.input if i):
+                    members.append(index)
+                    known.add(reader.output[0])
+                    grown = True
+    ops = [view.nodes[m].op_type for m in members]
+    if ops.count("ReduceMean") < 2 or not ({"Sqrt", "Reciprocal"} & set(ops) or "Pow" in ops[2:]):
+        return None
+    members.sort()
+    exits = [o for m in members for o in view.nodes[m].output if not view.read_only_by(o, members)]
+    return members if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0] else None
 
 
 def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
@@ -179,6 +245,11 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if found:
             log.debug(f"layer graph: {found[1]} after '{name}' not fused: its input '{tensor}' is read elsewhere")
         return members, None
+    if node.op_type == "ReduceMean":
+        source = next(iter(view.data_inputs(node)), None)
+        found_norm = norm_closure(view, source) if source else None
+        if found_norm and found_norm[0] == index and free(found_norm):
+            return found_norm, "LayerNorm"
     if node.op_type in _NONLINEAR | _ARITHMETIC:
         source = next(iter(view.data_inputs(node)), None)
         found = activation_closure(view, source) if source else None

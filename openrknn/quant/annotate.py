@@ -120,7 +120,6 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
             kinds[out] = kind
         _record(node, kind, plan, inits)
     if integer_activations:
-        _absorb_constant_affine(model, inits, uses, outputs)
         internal = npu_layers.internal_tensors(model.graph)
         for node in model.graph.node:   # steps inside an NPU layer: float32, never stored
             outs = [o for o in node.output if o]
@@ -157,22 +156,6 @@ def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:
         for name in node.input:
             kinds.setdefault(name, []).append(node_kind(node))
     return {t for t in npu_layers.internal_tensors(model.graph) if kinds.get(t) != [FUSED_ACT]}
-
-
-def _absorb_constant_affine(model: onnx.ModelProto, inits, uses: Counter, outputs: set[str]) -> None:
-    """``P → Mul|Add|Sub|Div(constant)``: when ``P`` is a float-computed integer layer (``qfloat``,
-    ``internal``) read only by that op, ``P``'s output is not stored: the pair is one layer."""
-    producer = {o: n for n in model.graph.node for o in n.output}
-    for node in model.graph.node:
-        if node.op_type not in ("Mul", "Add", "Sub", "Div") or node_kind(node) != QFLOAT:
-            continue
-        data = [i for i in node.input if i and i not in inits]
-        if len(data) != 1 or len(node.input) != 2:
-            continue
-        source = producer.get(data[0])
-        if (source is not None and node_kind(source) in (QFLOAT, INTERNAL) and uses[data[0]] == 1
-                and data[0] not in outputs and len(source.output) == 1):
-            set_kind(source, INTERNAL)
 
 
 def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: frozenset) -> str:

@@ -154,3 +154,33 @@ def test_hard_swish_conv_costs_one_layer_and_stores_no_conv_output(tmp_path):
     from onnx.reference import ReferenceEvaluator
     ref = ReferenceEvaluator(model).run(None, {"x": x})[0]
     assert np.dot(out.ravel(), ref.ravel()) / (np.linalg.norm(out) * np.linalg.norm(ref)) > 0.99
+
+
+def test_learnable_scale_and_offset_after_hard_swish_are_their_own_layers():
+    """x·Clip(x+3,0,6)/6 · w + b: the /6 belongs to hard-swish, w and b do not (rknn-toolkit2
+    runs them as separate Mul / Add layers)."""
+    tail = _hard_swish_div_after()
+    tail[-1].output[0] = "hs"
+    tail += [helper.make_node("Mul", ["hs", "w_learn"], ["hw"]), helper.make_node("Add", ["hw", "b_learn"], ["y"])]
+    groups = find_layers(_model(tail, CONSTS + [_const("w_learn", 1.03), _const("b_learn", 0.1)]))
+    assert [len(g.nodes) for g in groups] == [5, 1, 1]
+    assert groups[0].activation == "HardSwish" and groups[0].outputs == ["hs"]
+
+
+def test_decomposed_layer_norm_is_one_layer():
+    """LayerNorm as exporters below opset 17 write it, after a MatMul: one ``LayerNorm`` layer."""
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.normal(size=(8, 8)).astype(np.float32), "wm"), _const("two", 2.0),
+             _const("eps", 1e-5), numpy_helper.from_array(np.ones(8, np.float32), "gamma"),
+             numpy_helper.from_array(np.zeros(8, np.float32), "beta")]
+    nodes = [helper.make_node("MatMul", ["x", "wm"], ["h"], name="mm"),
+             helper.make_node("ReduceMean", ["h"], ["mean"], axes=[-1], name="ln"),
+             helper.make_node("Sub", ["h", "mean"], ["d"]), helper.make_node("Pow", ["d", "two"], ["sq"]),
+             helper.make_node("ReduceMean", ["sq"], ["var"], axes=[-1]), helper.make_node("Add", ["var", "eps"], ["ve"]),
+             helper.make_node("Sqrt", ["ve"], ["std"]), helper.make_node("Div", ["d", "std"], ["n"]),
+             helper.make_node("Mul", ["n", "gamma"], ["g"]), helper.make_node("Add", ["g", "beta"], ["y"])]
+    graph = helper.make_graph(nodes, "ln", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])], inits)
+    groups = find_layers(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert [(g.name, g.activation, len(g.nodes)) for g in groups] == [("mm", None, 1), ("ln", "LayerNorm", 9)]
+    assert groups[1].outputs == ["y"] and "mean" in groups[1].internal
