@@ -223,7 +223,7 @@ class LayerBuilder:
             group = self._fuse(node)
             self._done.update(o for n in group for o in n.output)
             used.update(n.name for n in group)
-            layers.append(self._layer(group))
+            layers.extend(_pooling_cascade(self._layer(group)))
         for name in self.g.outputs_resolved:
             t = self.info(name)
             layers.append(Layer("OutputOperator", "OutputOperator", name, "output", "CPU", t.dtype, inputs=[t]))
@@ -351,6 +351,33 @@ _SIMPLE_KIND = {
     **{op: "norm" for op in ("LayerNormalization", "InstanceNormalization", "BatchNormalization",
                               "LpNormalization")},
 }
+
+
+_POOL_STAGE = 7   # the largest window one depthwise stage of a global pooling covers per axis
+
+
+def _pooling_cascade(layer: Layer) -> list[Layer]:
+    """A GlobalAveragePool over more than 7×7 runs as a cascade of depthwise convolutions, each
+    reducing every axis by up to 7 (kernel min(d, 7), stride 7): rknn-toolkit2's layer tables show
+    e.g. 12×96 → 2×14 → 1×2 → 1×1 as three ``Conv`` layers (``…_2conv0/1/2``)."""
+    if layer.onnx_op != "GlobalAveragePool" or layer.target != "NPU" or layer.conv is None or not layer.inputs:
+        return [layer]
+    source = layer.inputs[0]
+    if len(source.shape) != 4 or max(source.shape[2:]) <= _POOL_STAGE:
+        return [layer]
+    n, c, h, w = source.shape
+    stages, current = [], source
+    k = 0
+    while h > 1 or w > 1:
+        kh, kw = min(h, _POOL_STAGE), min(w, _POOL_STAGE)
+        h, w = -(-h // _POOL_STAGE), -(-w // _POOL_STAGE)
+        last = h == 1 and w == 1
+        out = layer.outputs[0] if last and layer.outputs else TensorInfo(f"{layer.name}_2conv{k}", (n, c, h, w),
+                                                                          source.dtype)
+        stages.append(Layer(layer.op_type, layer.onnx_op, f"{layer.name}_2conv{k}", layer.kind, layer.target,
+                            layer.dtype, [current], [out], ConvGeometry(n * h * w, kh, kw, 1, 1, c, w), layer.nodes))
+        current, k = out, k + 1
+    return stages
 
 
 def _is_preprocess(node: onnx.NodeProto) -> bool:

@@ -159,3 +159,19 @@ def test_first_conv_of_an_int8_build_is_costed_int8(tmp_path):
     first_conv = next(layer for layer in report.layers if layer.op_type.startswith("Conv"))
     assert first_conv.data_type == "int8"
     assert report.layers[0].op_type == "InputOperator" and report.layers[0].data_type == "int8"
+
+
+def test_large_global_average_pool_runs_as_a_depthwise_cascade():
+    """12×96 → 2×14 → 1×2 → 1×1: three Conv rows, as rknn-toolkit2 prints a GlobalAveragePool."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 12, 96])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])
+    graph = helper.make_graph([helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")], "g", [x], [y])
+    layers = estimate_perf(wrap_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])),
+                           get_chip("rk3588")).layers
+    rows = [row for row in layers if row.name.startswith("gap")]
+    assert [row.op_type for row in rows] == ["Conv"] * 3
+    assert [row.output_shapes[0] for row in rows] == [(1, 8, 2, 14), (1, 8, 1, 2), (1, 8, 1, 1)]
+    small = helper.make_graph([helper.make_node("GlobalAveragePool", ["x"], ["y"], name="gap")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 7, 7])], [y])
+    assert len([r for r in estimate_perf(wrap_onnx(helper.make_model(small, opset_imports=[helper.make_opsetid("", 13)])),
+                                         get_chip("rk3588")).layers if r.name.startswith("gap")]) == 1
