@@ -223,7 +223,8 @@ class LayerBuilder:
             group = self._fuse(node)
             self._done.update(o for n in group for o in n.output)
             used.update(n.name for n in group)
-            layers.extend(_pooling_cascade(self._layer(group)))
+            layer = self._layer(group)
+            layers.extend(_pooling_cascade(layer) if self.cost.toolkit == 2 else [layer])
         for name in self.g.outputs_resolved:
             t = self.info(name)
             layers.append(Layer("OutputOperator", "OutputOperator", name, "output", "CPU", t.dtype, inputs=[t]))
@@ -357,8 +358,8 @@ _POOL_STAGE = 7   # the largest window one depthwise stage of a global pooling c
 
 
 def _pooling_cascade(layer: Layer) -> list[Layer]:
-    """A GlobalAveragePool over more than 7×7 runs as a cascade of depthwise convolutions, each
-    reducing every axis by up to 7 (kernel min(d, 7), stride 7): rknn-toolkit2's layer tables show
+    """On RKNPU2, a GlobalAveragePool over more than 7×7 runs as a cascade of depthwise convolutions,
+    each reducing every axis by up to 7 (kernel min(d, 7), stride 7): rknn-toolkit2's layer tables show
     e.g. 12×96 → 2×14 → 1×2 → 1×1 as three ``Conv`` layers (``…_2conv0/1/2``)."""
     if layer.onnx_op != "GlobalAveragePool" or layer.target != "NPU" or layer.conv is None or not layer.inputs:
         return [layer]
