@@ -30,6 +30,7 @@ from openrknn import log
 
 LAYER_KEY = "openrknn.layer"
 FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
+LAYER_NORM = "LayerNorm"   # the function name of a decomposed-normalisation layer
 
 # Producers the NPU fuses a following activation into (seed 002 §8.4.2).
 FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "BatchNormalization"})
@@ -249,7 +250,7 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         source = next(iter(view.data_inputs(node)), None)
         found_norm = norm_closure(view, source) if source else None
         if found_norm and found_norm[0] == index and free(found_norm):
-            return found_norm, "LayerNorm"
+            return found_norm, LAYER_NORM
     if node.op_type in _NONLINEAR | _ARITHMETIC:
         source = next(iter(view.data_inputs(node)), None)
         found = activation_closure(view, source) if source else None

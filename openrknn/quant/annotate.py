@@ -120,11 +120,17 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
             kinds[out] = kind
         _record(node, kind, plan, inits)
     if integer_activations:
-        internal = npu_layers.internal_tensors(model.graph)
+        groups = npu_layers.layer_groups(model.graph)
+        internal = {t for g in groups for t in g.internal}
         for node in model.graph.node:   # steps inside an NPU layer: float32, never stored
             outs = [o for o in node.output if o]
             if outs and all(o in internal for o in outs) and node_kind(node) in (QFLOAT, FUSED_ACT, PASS):
                 set_kind(node, INTERNAL)
+        for group in groups:   # a normalisation layer reads and writes integers, float32 inside
+            if group.activation == npu_layers.LAYER_NORM and all(node_kind(n) in (FLOAT, QFLOAT, INTERNAL)
+                                                                 for n in group.nodes):
+                for node in group.nodes:
+                    set_kind(node, INTERNAL if all(o in group.internal for o in node.output if o) else QFLOAT)
         for node in model.graph.node:   # the rules above must not pull a forced float layer back
             if _key(node) in forced:
                 set_kind(node, FLOAT)

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 
 from openrknn import log
 from openrknn.errors import QuantizationError
+from openrknn.graph import npu_layers
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.preprocess import PREPROCESS_KEY
@@ -125,14 +126,24 @@ def _float_outputs(graph: onnx.ModelProto) -> set[str]:
     """
     outputs = {o.name for o in graph.graph.output}
     float_readers = (annotate.FLOAT, annotate.OTHER, annotate.INTERNAL)
+    # a step inside an NPU layer reads as its layer does: integer when the layer's output is
+    exit_of: dict[str, onnx.NodeProto] = {}
+    for group in npu_layers.layer_groups(graph.graph):
+        exits = [n for n in group.nodes if any(o and o not in group.internal for o in n.output)]
+        for node in group.nodes:
+            if exits and node.output:
+                exit_of[node.output[0]] = exits[-1]
     result: set[str] = set()
     changed = True
     while changed:
         changed = False
         readers: dict[str, list[str]] = {}
         for node in graph.graph.node:
+            kind = annotate.node_kind(node)
+            if kind == annotate.INTERNAL and node.output and node.output[0] in exit_of:
+                kind = annotate.node_kind(exit_of[node.output[0]])
             for name in node.input:
-                readers.setdefault(name, []).append(annotate.node_kind(node))
+                readers.setdefault(name, []).append(kind)
         for node in graph.graph.node:
             kind = annotate.node_kind(node)
             if kind not in annotate.WEIGHTED_KINDS | {annotate.QMATMUL2, annotate.QFLOAT, annotate.PASS}:
