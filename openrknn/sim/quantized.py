@@ -340,8 +340,7 @@ class _Lowering:
         return scale * (storage_min - zero) >= low and scale * (storage_max - zero) <= high + 1e-6 * scale
 
     def _lower_qconv(self, node: onnx.NodeProto) -> None:
-        x, w, y = node.input[0], node.input[1], node.output[0]
-        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        x, w, y, bias = _weighted_io(node)
         if self._lower_to_layer_float(node, out_axis=0):
             return None
         if not self._integer_layer(x, w, y, bias) or self.params[x].dtype != self.params[y].dtype:
@@ -394,8 +393,7 @@ class _Lowering:
 
     def _lower_qconvt(self, node: onnx.NodeProto) -> None:
         """Integer ConvTranspose: onnxruntime has no integer kernel for it (see :meth:`_exact_sum`)."""
-        x, w, y = node.input[0], node.input[1], node.output[0]
-        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        x, w, y, bias = _weighted_io(node)
         if self._lower_to_layer_float(node, out_axis=1):
             return None
         if not self._integer_layer(x, w, y, bias):
@@ -414,14 +412,10 @@ class _Lowering:
         (an activation or residual Add follows, ``openrknn.graph.npu_layers``) the real value
         ``float32(acc) · float32(s_x·s_w[c])`` goes on in float32, not stored; read only by float16
         layers it is stored as float16. Either way from the exact integer sum."""
-        x, w, y = node.input[0], node.input[1], node.output[0]
-        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        x, w, y, bias = _weighted_io(node)
         if y in self.params or y not in self.float_tensors or not self.is_8bit(x):
             return False
-        if w not in self.params or self.params[w].dtype not in _EIGHT_BIT or self.params[w].group_size \
-                or self.inits[w].data_type == onnx.TensorProto.FLOAT:
-            return False
-        if bias is not None and not (bias in self.records and self.records[bias]["dtype"] == "int32"):
+        if not self._integer_weights(w, bias):
             return False
         summed = self._exact_sum(node, out_axis)
         if summed is None:
@@ -457,8 +451,7 @@ class _Lowering:
         (``max|q_x − z_x| · Σ|q_w − z_w| + |q_b|``); weights that could pass it are split as
         ``16·hi + lo``, the parts combined in int32. Returns (tensor, broadcast shape of a
         per-channel constant) or None when even the split could overflow."""
-        x, w, y = node.input[0], node.input[1], node.output[0]
-        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        x, w, y, bias = _weighted_io(node)
         weight = numpy_helper.to_array(self.inits[w]).astype(np.int64)
         op_type, attrs = node.op_type, {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if op_type == "Gemm":
@@ -526,15 +519,18 @@ class _Lowering:
         return name
 
     def _integer_layer(self, x: str, w: str, y: str, bias: str | None) -> bool:
-        if not self.is_8bit(x, y) or w not in self.params or self.params[w].dtype not in _EIGHT_BIT:
+        return self.is_8bit(x, y) and self._integer_weights(w, bias)
+
+    def _integer_weights(self, w: str, bias: str | None) -> bool:
+        """8-bit integer weights (not grouped) and an int32 bias or none."""
+        if w not in self.params or self.params[w].dtype not in _EIGHT_BIT:
             return False
         if self.params[w].group_size or self.inits[w].data_type == onnx.TensorProto.FLOAT:
             return False
         return bias is None or (bias in self.records and self.records[bias]["dtype"] == "int32")
 
     def _lower_qmatmul(self, node: onnx.NodeProto) -> None:
-        x, w, y = node.input[0], node.input[1], node.output[0]
-        bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        x, w, y, bias = _weighted_io(node)
         if self._lower_to_layer_float(node, out_axis=1):
             return None
         if not self._integer_layer(x, w, y, bias):
@@ -631,6 +627,12 @@ def _exact_float_pieces(weight: np.ndarray, x_reach: int, reduce_axes: tuple[int
     low = weight - 16 * high
     fits = all(reach(p).max(initial=0) < _FLOAT32_EXACT for p in (high, low))
     return [(16, high), (1, low)] if fits else None
+
+
+def _weighted_io(node: onnx.NodeProto) -> tuple[str, str, str, str | None]:
+    """(input, weight, output, bias or None) of a Conv/ConvTranspose/MatMul/Gemm."""
+    bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    return node.input[0], node.input[1], node.output[0], bias
 
 
 def _outer_references_of(node: onnx.NodeProto) -> set[str]:
