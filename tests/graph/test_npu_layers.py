@@ -151,6 +151,15 @@ def test_hard_swish_conv_costs_one_layer_and_stores_no_conv_output(tmp_path):
     assert rknn.init_runtime() == 0
     x = rng.uniform(-2, 2, (1, C, 8, 8)).astype(np.float32)
     out = rknn.inference(inputs=[x], data_format="nchw")[0]
+    # the layer graph travels in the .rknn file: the reloaded model runs and costs the same
+    from rknnlite.api import RKNNLite
+    assert rknn.export_rknn(str(tmp_path / "m.rknn")) == 0
+    lite = RKNNLite()
+    assert lite.load_rknn(str(tmp_path / "m.rknn")) == 0 and lite.init_runtime() == 0
+    np.testing.assert_array_equal(lite.inference(inputs=[x], data_format="nchw")[0], out)
+    from openrknn.model_file import load_model
+    reloaded = load_model(str(tmp_path / "m.rknn"))
+    assert [layer.op_type for layer in estimate_perf(reloaded, get_chip("rk3588")).layers] == ops
     from onnx.reference import ReferenceEvaluator
     ref = ReferenceEvaluator(model).run(None, {"x": x})[0]
     assert np.dot(out.ravel(), ref.ravel()) / (np.linalg.norm(out) * np.linalg.norm(ref)) > 0.99
