@@ -9,7 +9,8 @@ fp16 rounding or requantization inside a layer), the cost model (one row per lay
 analysis. A layer is:
 
 * a producer — Conv, ConvTranspose, Gemm, MatMul with a constant weight, BatchNormalization, Add —
-  with the activation that follows it, and for a Conv a residual ``Add`` (+ activation);
+  with the activation that follows it, for a Conv a residual ``Add`` (+ activation), for a MatMul
+  the ``Add`` of a constant bias (a Gemm);
 * or an activation alone (when its input is stored anyway).
 
 Activations are found as *closures*: starting from the producer's output ``t``, every element-wise
@@ -236,6 +237,10 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
 
     if _is_producer(view, node):
         members, tensor = [index], node.output[0]
+        bias = _bias_add(view, index, cpu_nodes)
+        if bias is not None and bias not in taken:   # MatMul + Add(constant): a Gemm with its bias
+            members.append(bias)
+            tensor = view.nodes[bias].output[0]
         residual = _residual_add(view, index, cpu_nodes)
         if residual is not None and residual not in taken:
             members.append(residual)
@@ -257,6 +262,20 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if found and found[0][0] == index and len(found[0]) > 1 and free(found[0]):
             return found[0], found[1]
     return [index], None
+
+
+def _bias_add(view: _View, matmul: int, cpu_nodes: frozenset[str]) -> int | None:
+    """``MatMul(x, W) → Add(·, b)`` with a constant ``b``: the NPU runs it as one Gemm with a bias."""
+    node = view.nodes[matmul]
+    if node.op_type != "MatMul":
+        return None
+    readers = view.readers.get(node.output[0], [])
+    if len(readers) != 1 or node.output[0] in view.outputs:
+        return None
+    add = view.nodes[readers[0]]
+    if add.op_type != "Add" or add.name in cpu_nodes or len(add.input) != 2:
+        return None
+    return readers[0] if sum(i in view.consts for i in add.input) == 1 else None
 
 
 def _residual_add(view: _View, conv: int, cpu_nodes: frozenset[str]) -> int | None:

@@ -193,3 +193,16 @@ def test_decomposed_layer_norm_is_one_layer():
     groups = find_layers(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
     assert [(g.name, g.activation, len(g.nodes)) for g in groups] == [("mm", None, 1), ("ln", "LayerNorm", 9)]
     assert groups[1].outputs == ["y"] and "mean" in groups[1].internal
+
+
+def test_matmul_and_bias_add_are_one_gemm_layer():
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.normal(size=(8, 8)).astype(np.float32), "wm"),
+             numpy_helper.from_array(rng.normal(size=8).astype(np.float32), "bias")]
+    nodes = [helper.make_node("MatMul", ["x", "wm"], ["h"], name="mm"), helper.make_node("Add", ["h", "bias"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["y"])]
+    graph = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8])], inits)
+    groups = find_layers(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert [(g.name, g.activation, len(g.nodes)) for g in groups] == [("mm", "Relu", 3)]
+    assert groups[0].internal == {"h", "hb"}
