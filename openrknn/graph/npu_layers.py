@@ -32,6 +32,8 @@ from openrknn import log
 LAYER_KEY = "openrknn.layer"
 FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
 LAYER_NORM = "LayerNorm"   # the function name of a decomposed-normalisation layer
+ATTENTION = "SDPAttention"   # ... and of a scaled dot-product attention layer
+FUNCTION_LAYERS = frozenset({LAYER_NORM, ATTENTION})   # integer in and out, float32 inside
 
 # Producers the NPU fuses a following activation into (seed 002 §8.4.2).
 FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "BatchNormalization"})
@@ -201,6 +203,39 @@ def norm_closure(view: _View, tensor: str) -> list[int] | None:
     return members if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0] else None
 
 
+_ATTENTION_OPS = frozenset({"Reshape", "Transpose", "Slice", "Squeeze", "Unsqueeze", "Split", "Gather", "MatMul",
+                            "Mul", "Div", "Add", "Softmax"})
+
+
+def attention_closure(view: _View, tensor: str) -> list[int] | None:
+    """Scaled dot-product attention from its fused q/k/v tensor: the head split (Reshape,
+    Transpose, Slice/Split/Gather, Squeeze), the q scaling, ``Softmax(q·kᵀ)·v`` and the head merge,
+    up to the projection (a MatMul with a constant weight is the next layer). One NPU layer
+    (rknn-toolkit2 prints ``exSDPAttention``); None when ``tensor`` does not start one."""
+    members: list[int] = []
+    known = {tensor}
+    grown = True
+    while grown and len(members) < 40:
+        grown = False
+        for name in list(known):
+            for index in view.readers.get(name, []):
+                reader = view.nodes[index]
+                if index in members or reader.op_type not in _ATTENTION_OPS or reader.domain not in ("", "ai.onnx"):
+                    continue
+                if reader.op_type == "MatMul" and any(i in view.consts for i in reader.input):
+                    continue   # a projection: the layer after
+                if all(i in known or i in view.consts for i in reader.input if i):
+                    members.append(index)
+                    known.update(o for o in reader.output if o)
+                    grown = True
+    products = [m for m in members if view.nodes[m].op_type == "MatMul"]
+    if len(products) < 2 or not any(view.nodes[m].op_type == "Softmax" for m in members):
+        return None
+    members.sort()
+    exits = [o for m in members for o in view.nodes[m].output if o and not view.read_only_by(o, members)]
+    return members if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0] else None
+
+
 def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
     if node.op_type not in FUSING_PRODUCERS or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return False
@@ -251,6 +286,11 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if found:
             log.debug(f"layer graph: {found[1]} after '{name}' not fused: its input '{tensor}' is read elsewhere")
         return members, None
+    if node.op_type in ("Reshape", "Split", "Transpose"):
+        source = next(iter(view.data_inputs(node)), None)
+        found_attention = attention_closure(view, source) if source else None
+        if found_attention and found_attention[0] == index and free(found_attention):
+            return found_attention, ATTENTION
     if node.op_type == "ReduceMean":
         source = next(iter(view.data_inputs(node)), None)
         found_norm = norm_closure(view, source) if source else None

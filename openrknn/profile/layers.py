@@ -269,6 +269,8 @@ class LayerBuilder:
         inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self.info(w) for w in weights]
         outputs = [self.info(o) for o in last.output if o]
         kind, conv = self._kind(main)
+        if len(group) > 1 and npu_layers.fused_activation(main) == npu_layers.ATTENTION:
+            kind, conv = self._attention_kind(group)
         layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU",
                       inputs[0].dtype if inputs else self.act_dtype, inputs, outputs, conv,
                       tuple(n.name for n in group),
@@ -291,6 +293,15 @@ class LayerBuilder:
         if layer.dtype in ("float16", "float32") and not self.float_on_npu:
             return "CPU"
         return "NPU"
+
+    def _attention_kind(self, group: list[onnx.NodeProto]) -> tuple[str, ConvGeometry | None]:
+        """An attention layer costs its two products, q·kᵀ and softmax·v: the geometry of the first
+        with twice its output width (per head: T·d·T MACs each)."""
+        product = next((n for n in group if n.op_type == "MatMul"), None)
+        kind, geo = self._kind(product) if product is not None else ("matmul", None)
+        if geo is None:
+            return "matmul", None
+        return "matmul", ConvGeometry(geo.rows, 1, 1, geo.cin, 2 * geo.cout, geo.groups)
 
     def _kind(self, node: onnx.NodeProto) -> tuple[str, ConvGeometry | None]:
         op = node.op_type

@@ -126,9 +126,9 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
             outs = [o for o in node.output if o]
             if outs and all(o in internal for o in outs) and node_kind(node) in (QFLOAT, FUSED_ACT, PASS):
                 set_kind(node, INTERNAL)
-        for group in groups:   # a normalisation layer reads and writes integers, float32 inside
-            if group.activation == npu_layers.LAYER_NORM and all(node_kind(n) in (FLOAT, QFLOAT, INTERNAL)
-                                                                 for n in group.nodes):
+        for group in groups:   # normalisation and attention layers read and write integers, float32 inside
+            if group.activation in npu_layers.FUNCTION_LAYERS and all(
+                    node_kind(n) in (FLOAT, QFLOAT, INTERNAL, PASS, QMATMUL2) for n in group.nodes):
                 for node in group.nodes:
                     set_kind(node, INTERNAL if all(o in group.internal for o in node.output if o) else QFLOAT)
         for node in model.graph.node:   # the rules above must not pull a forced float layer back

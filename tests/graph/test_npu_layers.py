@@ -206,3 +206,31 @@ def test_matmul_and_bias_add_are_one_gemm_layer():
     groups = find_layers(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
     assert [(g.name, g.activation, len(g.nodes)) for g in groups] == [("mm", "Relu", 3)]
     assert groups[0].internal == {"h", "hb"}
+
+
+def test_scaled_dot_product_attention_is_one_layer():
+    """q/k/v split from one tensor, Softmax(q·kᵀ·scale)·v, heads merged: one layer up to the projection."""
+    rng = np.random.default_rng(6)
+    t, heads, d = 6, 2, 4
+    consts = [numpy_helper.from_array(np.array([1, t, 3, heads, d], np.int64), "split_shape"),
+              numpy_helper.from_array(np.array([1, t, heads * d], np.int64), "merge_shape"),
+              _const("scale", 0.5), numpy_helper.from_array(rng.normal(size=(heads * d, 8)).astype(np.float32), "proj")]
+    for k in range(3):
+        consts += [numpy_helper.from_array(np.array([k], np.int64), f"s{k}"),
+                   numpy_helper.from_array(np.array([k + 1], np.int64), f"e{k}"),
+                   numpy_helper.from_array(np.array([0], np.int64), f"ax{k}")]
+    nodes = [helper.make_node("Reshape", ["x", "split_shape"], ["r"], name="heads"),
+             helper.make_node("Transpose", ["r"], ["tr"], perm=[2, 0, 3, 1, 4])]
+    for k, name in enumerate("qkv"):
+        nodes += [helper.make_node("Slice", ["tr", f"s{k}", f"e{k}", f"ax{k}"], [f"{name}5"]),
+                  helper.make_node("Squeeze", [f"{name}5", f"ax{k}"], [name])]
+    nodes += [helper.make_node("Mul", ["q", "scale"], ["qs"]), helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+              helper.make_node("MatMul", ["qs", "kt"], ["scores"]), helper.make_node("Softmax", ["scores"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["o"]), helper.make_node("Transpose", ["o"], ["ot"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ot", "merge_shape"], ["merged"]),
+              helper.make_node("MatMul", ["merged", "proj"], ["y"], name="proj")]
+    graph = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, t, 3 * heads * d])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, t, 8])], consts)
+    groups = find_layers(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert [(g.name, g.activation) for g in groups] == [("heads", "SDPAttention"), ("proj", None)]
+    assert groups[0].outputs == ["merged"] and len(groups[0].nodes) == 15
