@@ -467,6 +467,17 @@ class _Lowering:
         q_bias = numpy_helper.to_array(self.inits[bias]).astype(np.int64).ravel() if bias else None
         spatial = (1,) * (weight.ndim - 2) if op_type != "MatMul" else ()
         pieces = _exact_float_pieces(centred, x_reach, reduce_axes, np.abs(q_bias) if bias else None)
+        zero_points = np.unique(self.params[w].zero_point)
+        if (pieces is None or len(pieces) > 1) and op_type in ("Conv", "MatMul") and zero_points.size == 1:
+            # sums too large for one exact float32 op: the integer kernel (u8 × u8, exact), int32 out
+            acc = self._integer_accumulator(node, op_type, attrs, weight, int(zero_points[0]), y)
+            if bias:
+                b = self.const(f"{bias}__int32", q_bias.astype(np.int32).reshape(-1, *spatial))
+                self.nodes.append(helper.make_node("Add", [acc, b], [f"{y}__accb"], name=f"{y}__bias"))
+                acc = f"{y}__accb"
+            self.nodes.append(helper.make_node("Cast", [acc], [f"{y}__acc_f"], to=onnx.TensorProto.FLOAT,
+                                               name=f"{y}__acc_to_float"))
+            return f"{y}__acc_f", spatial
         if pieces is None:
             log.debug(f"{node.name or y}: integer sums could pass 2^24 even with split weights; "
                       f"the layer runs on dequantized values")
@@ -506,6 +517,22 @@ class _Lowering:
         self.nodes.append(helper.make_node("Cast", [acc], [f"{y}__acc_f"], to=onnx.TensorProto.FLOAT,
                                            name=f"{y}__acc_to_float"))
         return f"{y}__acc_f", spatial
+
+    def _integer_accumulator(self, node: onnx.NodeProto, op_type: str, attrs: dict, weight: np.ndarray,
+                             zero_point: int, y: str) -> str:
+        """``Σ (q_x − z_x)·(q_w − z_w)`` as int32 by ConvInteger / MatMulInteger on uint8 weights."""
+        x = node.input[0]
+        stored = NUMPY_TYPES[self.params[node.input[1]].dtype]   # int8 or uint8, as the model stores it
+        unsigned, zero = _unsigned(weight.astype(stored), np.array([zero_point]))
+        _, xz = self.scale_zero(x)
+        w_name = self.const(f"{node.input[1]}__u8_{op_type.lower()}", np.ascontiguousarray(unsigned))
+        wz = self.const(f"{node.input[1]}__u8_zero", np.asarray(zero[0], np.uint8))
+        acc = f"{y}__acc_int"
+        integer_op = "ConvInteger" if op_type == "Conv" else "MatMulInteger"
+        conv_attrs = {k: v for k, v in attrs.items() if k != "auto_pad" or v != "NOTSET"} if op_type == "Conv" else {}
+        self.nodes.append(helper.make_node(integer_op, [self.need_int(x), w_name, xz, wz], [acc],
+                                           name=f"{acc}_{integer_op.lower()}", **conv_attrs))
+        return acc
 
     def _centred(self, x: str) -> str:
         """``q_x − z_x`` as float32 (exact): DequantizeLinear with scale 1."""

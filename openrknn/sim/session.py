@@ -46,7 +46,11 @@ def lower(model: RKNNModel) -> onnx.ModelProto:
 #   QLinearMul, QLinearAveragePool, QLinearSigmoid, ... whose rounding is their own (and per CPU
 #   kernel), not the documented float32 dequantize → op → quantize; on x86 it also turns int8
 #   Conv/MatMul chains into u8 × s8 kernels that saturate on AVX2 without VNNI.
-DISABLED_OPTIMIZERS = ["WeightBiasQuantization", "QDQSelectorActionTransformer"]
+# - ConvMulFusion / ConvAddFusion / MatMulScaleFusion fold a following constant Mul/Add into the
+#   Conv/MatMul weights: the exact integer sums of the quantized lowering (a float32 Conv on integer
+#   weights, then the scale) would become rounded float sums, different per CPU kernel.
+DISABLED_OPTIMIZERS = ["WeightBiasQuantization", "QDQSelectorActionTransformer", "ConvMulFusion", "ConvAddFusion",
+                       "MatMulScaleFusion"]
 
 
 def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:

@@ -263,3 +263,31 @@ def test_structural_check_finds_full_range_unsigned_by_signed_ops():
         return helper.make_model(graph)
     assert saturating_ops(model(-128)) == ["u8s8"]
     assert saturating_ops(model(-64)) == []
+
+
+@pytest.mark.parametrize("channels", [16, 512])
+def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
+    """A Conv whose output stays inside its layer (hard-swish follows): the exact integer sum, then
+    ``float32(acc)·float32(s_x·s_w)`` and the hard-swish steps in float32, quantized once. 512
+    channels at full range pass 2^24, so the integer kernel computes that sum."""
+    rng = np.random.default_rng(channels)
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (8, channels, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b")
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("three", 3), ("zero", 0), ("six", 6))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="layer", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["k"]),
+             helper.make_node("Mul", ["c", "k"], ["m"]), helper.make_node("Div", ["m", "six"], ["t"])]
+    model = _build(tmp_path, nodes, [w, b] + consts, channels, 8)
+    assert "c" not in model.quant_params
+    weight = _worst_case_weight(model, "w", channels)
+    bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
+    x, xq = _extreme_input(model, channels, channels)
+    px, pw, pt = _params(model, "x"), _params(model, "w"), _params(model, "t")
+    acc = ref.conv_acc(xq, weight, pads=[1, 1, 1, 1]) + bias.reshape(1, -1, 1, 1)
+    real = acc.astype(np.float32) * (np.float32(px.scale[0]) * pw.scale.astype(np.float32)).reshape(1, -1, 1, 1)
+    hard_swish = real * np.clip(real + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)
+    record = model.quant_params["t"]   # spread the output over the integer range
+    record["scale"], record["zero_point"] = [float(np.abs(hard_swish).max() / 100)], [0]
+    expected = np.clip(np.rint(hard_swish / np.float32(record["scale"][0])), -128, 127).astype(np.int64)
+    assert len(np.unique(expected)) > 20
+    np.testing.assert_array_equal(_run_integers(model, x, ["t"])["t"], expected)
