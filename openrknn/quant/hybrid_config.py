@@ -9,10 +9,14 @@ Layout (YAML, as seed 002 §6.3 shows it; the Toolkit 1 names of seed 001 §3.3.
             qtype: asymmetric_quantized
             qmethod: layer
             dtype: int8
-            min: [-1.5]
-            max: [6.0]
-            scale: [0.0294]
-            zero_point: [-77]
+            min:
+            - -1.5
+            max:
+            - 6.0
+            scale:
+            - 0.0294
+            zero_point:
+            - -77
 
 A layer may be moved to ``float16`` (Toolkit 1: ``float32``, run as float16 like every float layer
 of the NPU) or to ``int16``; ``int8`` / ``uint8`` keep it quantized. Editing ``min``/``max`` of a
@@ -64,7 +68,8 @@ def write_config(path: str, config: HybridConfig, model_name: str, dtype: str,
             "quantize_parameters": {name: _plain(params) for name, params in config.parameters.items()}}
     note = "".join(f"# {line}\n" for line in proposal_note.splitlines())
     text = _HEADER.format(model=model_name, dtype=dtype, proposal=note)
-    text += yaml.safe_dump(body, sort_keys=False, default_flow_style=None, width=120)
+    # seed 002 §6.3's layout: 4-space indent, block lists ("min:" then "- 0.0" beneath it)
+    text += yaml.safe_dump(body, sort_keys=False, default_flow_style=False, indent=4, width=120)
     write_atomic(path, text.encode("utf-8"))
 
 

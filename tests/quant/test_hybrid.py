@@ -205,3 +205,16 @@ def test_auto_hybrid_can_reach_the_all_float16_model(workdir):
     assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
     assert rknn._model.metadata["auto_hybrid"]["met"], rknn._model.metadata["auto_hybrid"]
     assert _output_cosine(rknn, workdir) >= 0.9999
+
+
+def test_config_is_written_in_the_documented_layout(workdir):
+    """4-space indent and block lists, as seed 002 §6.3 shows the file."""
+    rknn = _rknn(workdir)
+    assert rknn.hybrid_quantization_step1(dataset="dataset.txt") == 0
+    text = (workdir / "net.quantization.cfg").read_text()
+    lines = text.splitlines()
+    at = lines.index("quantize_parameters:")
+    assert lines[at + 1].startswith("    ") and not lines[at + 1].startswith("     ")
+    assert lines[at + 2].startswith("        qtype: ")
+    min_line = next(i for i, line in enumerate(lines) if line.strip() == "min:")
+    assert lines[min_line + 1].strip().startswith("- ") and "[" not in text.split("quantize_parameters:")[1]
