@@ -17,6 +17,7 @@ from openrknn.errors import BuildError, ConfigError, NotSupportedError
 from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph import dynamic_shapes
+from openrknn.graph import npu_layers
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.yuv import embed_yuv_inputs
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
@@ -43,6 +44,8 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
+    if cfg.optimization_level >= 3 and preprocess:
+        npu_layers.mark_layers(graph)   # the mean/std steps just added are the input stage's layer
     layouts = _layouts(source)
     if cfg.inputs_yuv_fmt:
         graph, yuv_inputs = embed_yuv_inputs(graph, cfg.inputs_yuv_fmt, layouts, input_names)

@@ -124,35 +124,10 @@ def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None
         if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
             break
         members.pop()          # drop the last-discovered node and try the smaller closure
-    members = _without_trailing_affine(view, members)
     if not members:
         return None
     name = _activation_name(view, [view.nodes[m] for m in members])
     return (members, name) if name else None
-
-
-_PATTERN_SCALES = (6.0, 1 / 6, 0.5, 2.0)   # the /6 of hard-swish, the ·0.5 of GELU
-
-
-def _without_trailing_affine(view: _View, members: list[int]) -> list[int]:
-    """Drop constant Mul/Add/Sub/Div steps after the activation's last non-linear step or product
-    (a learnable scale and offset after a hard-swish is a layer of its own on the NPU, as
-    rknn-toolkit2's layer table shows), keeping one that is the pattern's own constant (hard-swish's
-    /6, GELU's ·0.5)."""
-    core = max((k for k, m in enumerate(members) if view.nodes[m].op_type in _NONLINEAR
-                or (view.nodes[m].op_type == "Mul" and len(view.data_inputs(view.nodes[m])) == 2)), default=-1)
-    if core < 0:
-        return members
-    kept = members[:core + 1]
-    for m in members[core + 1:]:
-        node = view.nodes[m]
-        constant = next((view.scalar(i) for i in node.input if i in view.consts), None)
-        if len(kept) == core + 1 and node.op_type in ("Mul", "Div") and constant is not None \
-                and any(abs(constant - v) < 1e-4 * v for v in _PATTERN_SCALES):
-            kept.append(m)
-            continue
-        break
-    return kept
 
 
 def _activation_name(view: _View, members: list[onnx.NodeProto]) -> str | None:
@@ -256,6 +231,7 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset())
         if index in taken:
             continue
         members, activation = _layer_from(view, index, taken, cpu_nodes)
+        members = _with_constant_steps(view, members, taken, cpu_nodes)
         taken.update(members)
         groups.append(_group(view, members, activation))
     return groups
@@ -302,6 +278,29 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if found and found[0][0] == index and len(found[0]) > 1 and free(found[0]):
             return found[0], found[1]
     return [index], None
+
+
+_CONSTANT_STEPS = frozenset({"Mul", "Add", "Sub", "Div"})
+_WEIGHTED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
+def _with_constant_steps(view: _View, members: list[int], taken: set[int], cpu_nodes: frozenset[str]) -> list[int]:
+    """An element-wise layer followed by constant Mul/Add/Sub/Div steps (a scale, an offset) is one
+    layer: the NPU applies them in the same pass, its result is not stored in between."""
+    members = list(members)
+    while True:
+        last = view.nodes[max(members)]
+        if last.op_type in _WEIGHTED or len(last.output) != 1 or last.output[0] in view.outputs \
+                or last.name in cpu_nodes:
+            return members
+        readers = view.readers.get(last.output[0], [])
+        if len(readers) != 1 or readers[0] in taken or readers[0] in members:
+            return members
+        step = view.nodes[readers[0]]
+        if step.op_type not in _CONSTANT_STEPS or step.name in cpu_nodes or len(step.input) != 2 \
+                or sum(i in view.consts for i in step.input) != 1:
+            return members
+        members.append(readers[0])
 
 
 def _bias_add(view: _View, matmul: int, cpu_nodes: frozenset[str]) -> int | None:

@@ -165,15 +165,16 @@ def test_hard_swish_conv_costs_one_layer_and_stores_no_conv_output(tmp_path):
     assert np.dot(out.ravel(), ref.ravel()) / (np.linalg.norm(out) * np.linalg.norm(ref)) > 0.99
 
 
-def test_learnable_scale_and_offset_after_hard_swish_are_their_own_layers():
-    """x·Clip(x+3,0,6)/6 · w + b: the /6 belongs to hard-swish, w and b do not (rknn-toolkit2
-    runs them as separate Mul / Add layers)."""
+def test_learnable_scale_and_offset_after_hard_swish_stay_in_its_layer():
+    """x·Clip(x+3,0,6)/6 · w + b is one layer: the hard-swish output is not rounded to int8 before
+    the scale (rknn-toolkit2 stores it int8 and runs a separate Mul and Add; keeping it inside
+    the layer measured PP-OCRv4 rec int8 0.9865 → 0.9959 cosine)."""
     tail = _hard_swish_div_after()
     tail[-1].output[0] = "hs"
     tail += [helper.make_node("Mul", ["hs", "w_learn"], ["hw"]), helper.make_node("Add", ["hw", "b_learn"], ["y"])]
     groups = find_layers(_model(tail, CONSTS + [_const("w_learn", 1.03), _const("b_learn", 0.1)]))
-    assert [len(g.nodes) for g in groups] == [5, 1, 1]
-    assert groups[0].activation == "HardSwish" and groups[0].outputs == ["hs"]
+    assert [len(g.nodes) for g in groups] == [7]
+    assert groups[0].activation == "HardSwish" and groups[0].outputs == ["y"] and "hs" in groups[0].internal
 
 
 def test_decomposed_layer_norm_is_one_layer():
@@ -234,3 +235,24 @@ def test_scaled_dot_product_attention_is_one_layer():
     groups = find_layers(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
     assert [(g.name, g.activation) for g in groups] == [("heads", "SDPAttention"), ("proj", None)]
     assert groups[0].outputs == ["merged"] and len(groups[0].nodes) == 15
+
+
+def test_mean_std_steps_are_the_input_stage_layer(tmp_path):
+    """build() adds the mean/std Sub/Div after the graph passes; they are marked as one layer too, so
+    the normalised input is quantized once (not after the Sub and again after the Div)."""
+    from rknn.api import RKNN
+    model = _model([helper.make_node("Relu", ["c"], ["y"])])
+    onnx.save(model, tmp_path / "m.onnx")
+    rng = np.random.default_rng(3)
+    for i in range(2):
+        np.save(tmp_path / f"s{i}.npy", rng.uniform(0, 255, (1, C, 8, 8)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", mean_values=[[127.5] * C], std_values=[[64.0] * C]) == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    graph = rknn._model.graph.graph
+    sub = next(n for n in graph.node if n.op_type == "Sub")
+    div = next(n for n in graph.node if n.op_type == "Div")
+    assert sub.output[0] in internal_tensors(graph)
+    assert sub.output[0] not in rknn._model.quant_params and div.output[0] in rknn._model.quant_params
