@@ -46,11 +46,13 @@ def lower(model: RKNNModel) -> onnx.ModelProto:
 #   QLinearMul, QLinearAveragePool, QLinearSigmoid, ... whose rounding is their own (and per CPU
 #   kernel), not the documented float32 dequantize → op → quantize; on x86 it also turns int8
 #   Conv/MatMul chains into u8 × s8 kernels that saturate on AVX2 without VNNI.
-# - ConvMulFusion / ConvAddFusion / MatMulScaleFusion fold a following constant Mul/Add into the
-#   Conv/MatMul weights: the exact integer sums of the quantized lowering (a float32 Conv on integer
-#   weights, then the scale) would become rounded float sums, different per CPU kernel.
-DISABLED_OPTIMIZERS = ["WeightBiasQuantization", "QDQSelectorActionTransformer", "ConvMulFusion", "ConvAddFusion",
-                       "MatMulScaleFusion"]
+DISABLED_OPTIMIZERS = ["WeightBiasQuantization", "QDQSelectorActionTransformer"]
+# In quantized graphs also: ConvMulFusion / ConvAddFusion / MatMulScaleFusion fold a following
+# constant Mul/Add into the Conv/MatMul weights, so the exact integer sums of the lowering (a float32
+# Conv on integer weights, then the scale) would become rounded float sums, different per CPU kernel.
+# (Float graphs keep them: they are ~20 % faster there and nothing exact depends on them.)
+EXACT_SUM_OPTIMIZERS = ["ConvMulFusion", "ConvAddFusion", "MatMulScaleFusion"]
+_INTEGER_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "ConvInteger", "MatMulInteger"})
 
 
 def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
@@ -80,10 +82,16 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
         raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
 
 
+def disabled_optimizers(graph: onnx.ModelProto) -> list[str]:
+    """The onnxruntime optimizers a simulator session of ``graph`` runs without."""
+    quantized = any(node.op_type in _INTEGER_OPS for node in graph.graph.node)
+    return DISABLED_OPTIMIZERS + (EXACT_SUM_OPTIMIZERS if quantized else [])
+
+
 def _session(graph: onnx.ModelProto, options: ort.SessionOptions) -> ort.InferenceSession:
     # onnxruntime ignores optimizer names it does not have (versions before that optimizer)
     return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=DISABLED_OPTIMIZERS)
+                                disabled_optimizers=disabled_optimizers(graph))
 
 
 class GraphRunner:

@@ -243,7 +243,7 @@ def test_lowered_graph_has_no_kernel_that_can_saturate(tmp_path, quant_setup):
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
     ort.InferenceSession(lowered.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                         disabled_optimizers=sim_session.DISABLED_OPTIMIZERS)
+                         disabled_optimizers=sim_session.disabled_optimizers(lowered))
     optimized = onnx.load(str(tmp_path / "optimized.onnx"))
     assert saturating_ops(optimized) == []
     fused = {n.op_type for n in optimized.graph.node if n.op_type.startswith("QLinear")} - {"QLinearConv"}
