@@ -303,37 +303,36 @@ def _with_constant_steps(view: _View, members: list[int], taken: set[int], cpu_n
         members.append(readers[0])
 
 
-def _bias_add(view: _View, matmul: int, cpu_nodes: frozenset[str]) -> int | None:
-    """``MatMul(x, W) → Add(·, b)`` with a constant ``b``: the NPU runs it as one Gemm with a bias."""
-    node = view.nodes[matmul]
-    if node.op_type != "MatMul":
+def _sole_add(view: _View, producer: int, op_type: str, cpu_nodes: frozenset[str]) -> int | None:
+    """The position of the two-input ``Add`` that alone reads the output of ``producer`` (an
+    ``op_type`` node), or None."""
+    node = view.nodes[producer]
+    if node.op_type != op_type:
         return None
     readers = view.readers.get(node.output[0], [])
     if len(readers) != 1 or node.output[0] in view.outputs:
         return None
     add = view.nodes[readers[0]]
-    if add.op_type != "Add" or add.name in cpu_nodes or len(add.input) != 2:
-        return None
-    return readers[0] if sum(i in view.consts for i in add.input) == 1 else None
+    return readers[0] if add.op_type == "Add" and add.name not in cpu_nodes and len(add.input) == 2 else None
+
+
+def _bias_add(view: _View, matmul: int, cpu_nodes: frozenset[str]) -> int | None:
+    """``MatMul(x, W) → Add(·, b)`` with a constant ``b``: the NPU runs it as one Gemm with a bias."""
+    add = _sole_add(view, matmul, "MatMul", cpu_nodes)
+    return add if add is not None and sum(i in view.consts for i in view.nodes[add].input) == 1 else None
 
 
 def _residual_add(view: _View, conv: int, cpu_nodes: frozenset[str]) -> int | None:
     """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd."""
-    node = view.nodes[conv]
-    if node.op_type != "Conv":
+    add = _sole_add(view, conv, "Conv", cpu_nodes)
+    if add is None:
         return None
-    readers = view.readers.get(node.output[0], [])
-    if len(readers) != 1 or node.output[0] in view.outputs:
-        return None
-    add = view.nodes[readers[0]]
-    if add.op_type != "Add" or add.name in cpu_nodes or len(add.input) != 2:
-        return None
-    other = [i for i in add.input if i != node.output[0]]
+    other = [i for i in view.nodes[add].input if i != view.nodes[conv].output[0]]
     if len(other) != 1 or other[0] in view.consts:
         return None
     # the NPU reads the other operand from memory: it must exist before this Conv runs (the Add
     # of two branches goes with the Conv that finishes last)
-    return readers[0] if view.producer_index.get(other[0], -1) < conv else None
+    return add if view.producer_index.get(other[0], -1) < conv else None
 
 
 def _group(view: _View, members: list[int], activation: str | None) -> LayerGroup:
