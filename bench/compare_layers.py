@@ -37,8 +37,8 @@ assert r.build(do_quantization=True, dataset=dataset) == 0
 """
 
 
-def reference_layers(venv: Path, model: Path, h: int, w: int, dataset: Path, mean, std) -> list[tuple[str, str, str]]:
-    """(OpType, DataType, Target) rows of the reference toolkit's layer table."""
+def reference_layers(venv: Path, model: Path, h: int, w: int, dataset: Path, mean, std) -> list[tuple[str, ...]]:
+    """(OpType, DataType, Target, FullName) rows of the reference toolkit's layer table."""
     # -I, and a neutral working folder: this checkout's own `rknn` package must not shadow Rockchip's
     done = subprocess.run([str(venv / "bin" / "python"), "-I", "-c", _REFERENCE_BUILD, str(model), str(h), str(w),
                            str(dataset), repr(mean), repr(std)], capture_output=True, text=True, timeout=3600,
@@ -51,7 +51,7 @@ def reference_layers(venv: Path, model: Path, h: int, w: int, dataset: Path, mea
             continue
         parts = text.split()
         if in_table and len(parts) > 4 and parts[0].isdigit():
-            rows.append((parts[1], parts[2], parts[3]))
+            rows.append((parts[1], parts[2], parts[3], parts[-1]))
         elif in_table and rows and not parts[:1] == ["-" * len(parts[0])] and text.startswith("---"):
             break
     if not rows:
@@ -67,8 +67,20 @@ def our_layers(model: Path, h: int, w: int, dataset: Path, mean, std) -> list[tu
     rknn.config(mean_values=mean, std_values=std, target_platform="rk3588")
     assert rknn.load_onnx(model=str(model), inputs=["x"], input_size_list=[[1, 3, h, w]]) == 0
     assert rknn.build(do_quantization=True, dataset=str(dataset)) == 0
-    return [(layer.op_type, layer.data_type.upper(), layer.target)
+    return [(layer.op_type, layer.data_type.upper(), layer.target, layer.full_name)
             for layer in estimate_perf(rknn._model, get_chip("rk3588")).layers]
+
+
+def layer_heads(rows: list[tuple[str, ...]]) -> set[str]:
+    """The ONNX node each layer is named after ('Conv:Conv@11_ConvAdd' -> 'Conv@11'): which node
+    outputs the layer stores, in both toolkits' naming."""
+    heads = set()
+    for *_, full_name in rows:
+        name = full_name.split(":", 1)[-1]
+        for suffix in ("_ConvAdd", "_2conv0", "_2conv1", "_2conv2", "_2conv3"):
+            name = name.split(suffix)[0]
+        heads.add(name)
+    return heads - {"x"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,13 +107,19 @@ def main(argv: list[str] | None = None) -> int:
             model = shared / "models" / "onnx" / file
             theirs = reference_layers(venv, model, h, w, dataset, MEAN, STD)
             ours = our_layers(model, h, w, dataset, MEAN, STD)
-        count_t = collections.Counter(f"{op} {dt}" for op, dt, _ in theirs)
-        count_o = collections.Counter(f"{op} {dt}" for op, dt, _ in ours)
+        count_t = collections.Counter(f"{row[0]} {row[1]}" for row in theirs)
+        count_o = collections.Counter(f"{row[0]} {row[1]}" for row in ours)
+        heads_t, heads_o = layer_heads(theirs), layer_heads(ours)
         print(f"\n{file} ({h}x{w}): rknn-toolkit2 {len(theirs)} layers, openrknn {len(ours)} "
               f"({len(ours) / len(theirs) - 1:+.0%})")
         print(f"  {'OpType DataType':<34}{'rknn-toolkit2':>14}{'openrknn':>10}")
         for kind in sorted(set(count_t) | set(count_o), key=lambda k: -max(count_t[k], count_o[k])):
             print(f"  {kind:<34}{count_t[kind]:>14}{count_o[kind]:>10}")
+        shared = heads_t & heads_o
+        print(f"  layers named after the same ONNX node: {len(shared)} (rknn-toolkit2 {len(heads_t)}, "
+              f"openrknn {len(heads_o)})")
+        print(f"    only rknn-toolkit2: {sorted(heads_t - heads_o)[:12]}")
+        print(f"    only openrknn:      {sorted(heads_o - heads_t)[:12]}")
     return 0
 
 
