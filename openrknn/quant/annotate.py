@@ -5,6 +5,7 @@ simulator (and a reloaded ``.rknn``) lowers exactly what was decided here:
 
 ================  ===========================================================================
 ``qconv``         Conv with constant weights: integer inputs, weights and int32 bias
+``qconvt``        ConvTranspose (group 1) with constant weights: the same, per-channel weights on axis 1
 ``qmatmul``       MatMul/Gemm with a constant 2-D weight: integer, int32 accumulation
 ``qmatmul2``      MatMul of two activations: integer, int32 accumulation
 ``pass``          moves values only (Reshape, Transpose, MaxPool…): runs on the integers,
