@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {'OpType DataType':<34}{'rknn-toolkit2':>14}{'openrknn':>10}")
         for kind in sorted(set(count_t) | set(count_o), key=lambda k: -max(count_t[k], count_o[k])):
             print(f"  {kind:<34}{count_t[kind]:>14}{count_o[kind]:>10}")
-        shared = heads_t & heads_o
-        print(f"  layers named after the same ONNX node: {len(shared)} (rknn-toolkit2 {len(heads_t)}, "
+        common = heads_t & heads_o
+        print(f"  layers named after the same ONNX node: {len(common)} (rknn-toolkit2 {len(heads_t)}, "
               f"openrknn {len(heads_o)})")
         print(f"    only rknn-toolkit2: {sorted(heads_t - heads_o)[:12]}")
         print(f"    only openrknn:      {sorted(heads_o - heads_t)[:12]}")
