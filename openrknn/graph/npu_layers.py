@@ -175,7 +175,11 @@ def norm_closure(view: _View, tensor: str) -> list[int] | None:
         return None
     members.sort()
     exits = [o for m in members for o in view.nodes[m].output if not view.read_only_by(o, members)]
-    return members if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0] else None
+    if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
+        return members
+    log.debug(f"layer graph: normalisation from '{tensor}' not fused: {len(exits)} of its tensors are read "
+              f"outside it ({exits[:3]})")
+    return None
 
 
 _ATTENTION_OPS = frozenset({"Reshape", "Transpose", "Slice", "Squeeze", "Unsqueeze", "Split", "Gather", "MatMul",
@@ -208,7 +212,11 @@ def attention_closure(view: _View, tensor: str) -> list[int] | None:
         return None
     members.sort()
     exits = [o for m in members for o in view.nodes[m].output if o and not view.read_only_by(o, members)]
-    return members if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0] else None
+    if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
+        return members
+    log.debug(f"layer graph: attention from '{tensor}' not fused: {len(exits)} of its tensors are read "
+              f"outside it ({exits[:3]})")
+    return None
 
 
 def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
@@ -332,7 +340,11 @@ def _residual_add(view: _View, conv: int, cpu_nodes: frozenset[str]) -> int | No
         return None
     # the NPU reads the other operand from memory: it must exist before this Conv runs (the Add
     # of two branches goes with the Conv that finishes last)
-    return add if view.producer_index.get(other[0], -1) < conv else None
+    if view.producer_index.get(other[0], -1) < conv:
+        return add
+    log.debug(f"layer graph: Add '{view.nodes[add].name}' not fused into Conv '{view.nodes[conv].name}': its other "
+              f"operand '{other[0]}' is computed after that Conv")
+    return None
 
 
 def _group(view: _View, members: list[int], activation: str | None) -> LayerGroup:

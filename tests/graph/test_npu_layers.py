@@ -112,6 +112,15 @@ def test_conv_residual_add_and_activation_are_one_layer():
     assert layers["conv"].activation == "Relu" and layers["conv"].internal == {"c", "s"}
 
 
+def test_why_a_pattern_does_not_fuse_is_logged(caplog):
+    import logging
+    model = _model(_silu() + [helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[1, 1])])
+    model.graph.output.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
+    with caplog.at_level(logging.DEBUG, logger="openrknn"):
+        find_layers(model)
+    assert any("Swish after 'conv' not fused: its input 'c' is read elsewhere" in r.getMessage() for r in caplog.records)
+
+
 def test_no_fusion_when_the_conv_output_is_read_elsewhere():
     model = _model(_silu() + [helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[1, 1])])
     model.graph.output.append(helper.make_tensor_value_info("p", TensorProto.FLOAT, None))
