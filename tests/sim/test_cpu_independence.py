@@ -32,14 +32,21 @@ np.save(sys.argv[3], lite.inference(inputs=[np.load(sys.argv[2])], data_format="
 
 
 def _four_layer_model(path):
-    """Conv/Relu ×4 with 3 → 64 → 64 → 64 → 16 channels (full-range int8 weights after quantization)."""
+    """Conv layers 3 → 64 → 512 → 64 → 16 with Relu, the third with hard-swish: full-range int8
+    weights, the integer kernels, and an exact float32 epilogue whose sums (512 input channels)
+    pass 2^24, so ConvInteger computes them."""
     rng = np.random.default_rng(0)
     nodes, inits, prev, channels = [], [], "x", 3
-    for i, out in enumerate((64, 64, 64, 16)):
+    inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("three", 3), ("zero", 0), ("six", 6))]
+    for i, out in enumerate((64, 512, 64, 16)):
         inits += [numpy_helper.from_array(rng.normal(0, 1 / np.sqrt(channels * 9), (out, channels, 3, 3)).astype(np.float32), f"w{i}"),
                   numpy_helper.from_array(rng.normal(0, 0.1, out).astype(np.float32), f"b{i}")]
-        nodes += [helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
-                  helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
+        nodes.append(helper.make_node("Conv", [prev, f"w{i}", f"b{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+        if i != 2:
+            nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
+        else:
+            nodes += [helper.make_node("Add", [f"c{i}", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["k"]),
+                      helper.make_node("Mul", [f"c{i}", "k"], ["m"]), helper.make_node("Div", ["m", "six"], [f"r{i}"])]
         prev, channels = f"r{i}", out
     nodes.append(helper.make_node("GlobalAveragePool", [prev], ["y"], name="pool"))
     graph = helper.make_graph(nodes, "four", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
