@@ -100,27 +100,49 @@ class _View:
         return tensor not in self.outputs and all(r in members for r in self.readers.get(tensor, []))
 
 
-def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None:
-    """The activation that starts at ``tensor``: its nodes (positions, in order of discovery) and
-    its printed name, or None."""
+def _grow(view: _View, tensor: str, joins, limit: int) -> list[int]:
+    """Positions of the nodes reachable from ``tensor`` whose inputs are ``tensor``, constants or
+    outputs of nodes already taken and that ``joins(node)`` accepts, in order of discovery."""
     members: list[int] = []
     known = {tensor}
     grown = True
-    while grown and len(members) < _MAX_ACTIVATION_NODES:
+    while grown and len(members) < limit:
         grown = False
         for name in list(known):
             for index in view.readers.get(name, []):
                 reader = view.nodes[index]
-                if index in members or reader.domain not in ("", "ai.onnx"):
-                    continue
-                if reader.op_type not in _NONLINEAR | _ARITHMETIC or len(reader.output) != 1:
+                if index in members or not joins(reader):
                     continue
                 if all(i in known or i in view.consts for i in reader.input if i):
                     members.append(index)
-                    known.add(reader.output[0])
+                    known.update(o for o in reader.output if o)
                     grown = True
+    return members
+
+
+def _exits(view: _View, members: list[int]) -> list[str]:
+    """Tensors of ``members`` read outside them (or graph outputs)."""
+    return [o for m in members for o in view.nodes[m].output if o and not view.read_only_by(o, members)]
+
+
+def _one_exit(view: _View, members: list[int], what: str, tensor: str) -> list[int] | None:
+    """``members`` in graph order when only the last one's output leaves them, else None (logged)."""
+    members = sorted(members)
+    exits = _exits(view, members)
+    if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
+        return members
+    log.debug(f"layer graph: {what} from '{tensor}' not fused: {len(exits)} of its tensors are read "
+              f"outside it ({exits[:3]})")
+    return None
+
+
+def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None:
+    """The activation that starts at ``tensor``: its nodes (positions, in order of discovery) and
+    its printed name, or None."""
+    members = _grow(view, tensor, lambda n: n.domain in ("", "ai.onnx") and n.op_type in _NONLINEAR | _ARITHMETIC
+                    and len(n.output) == 1, _MAX_ACTIVATION_NODES)
     while members:
-        exits = [o for m in members for o in view.nodes[m].output if not view.read_only_by(o, members)]
+        exits = _exits(view, members)
         if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
             break
         members.pop()          # drop the last-discovered node and try the smaller closure
@@ -156,30 +178,11 @@ def norm_closure(view: _View, tensor: str) -> list[int] | None:
     """A normalisation decomposed into element-wise and mean steps (LayerNorm exported below
     opset 17: ReduceMean, Sub, Pow, ReduceMean, Add ε, Sqrt, Div, then the γ/β affine): its nodes,
     or None. It is one NPU layer (rknn-toolkit2 prints it as ``exNorm``)."""
-    members: list[int] = []
-    known = {tensor}
-    grown = True
-    while grown and len(members) < 12:
-        grown = False
-        for name in list(known):
-            for index in view.readers.get(name, []):
-                reader = view.nodes[index]
-                if index in members or reader.op_type not in _NORM_OPS or len(reader.output) != 1:
-                    continue
-                if all(i in known or i in view.consts for i in reader.input if i):
-                    members.append(index)
-                    known.add(reader.output[0])
-                    grown = True
+    members = _grow(view, tensor, lambda n: n.op_type in _NORM_OPS and len(n.output) == 1, 12)
     ops = [view.nodes[m].op_type for m in members]
     if ops.count("ReduceMean") < 2 or not ({"Sqrt", "Reciprocal"} & set(ops) or "Pow" in ops[2:]):
         return None
-    members.sort()
-    exits = [o for m in members for o in view.nodes[m].output if not view.read_only_by(o, members)]
-    if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
-        return members
-    log.debug(f"layer graph: normalisation from '{tensor}' not fused: {len(exits)} of its tensors are read "
-              f"outside it ({exits[:3]})")
-    return None
+    return _one_exit(view, members, "normalisation", tensor)
 
 
 _ATTENTION_OPS = frozenset({"Reshape", "Transpose", "Slice", "Squeeze", "Unsqueeze", "Split", "Gather", "MatMul",
@@ -191,32 +194,14 @@ def attention_closure(view: _View, tensor: str) -> list[int] | None:
     Transpose, Slice/Split/Gather, Squeeze), the q scaling, ``Softmax(q·kᵀ)·v`` and the head merge,
     up to the projection (a MatMul with a constant weight is the next layer). One NPU layer
     (rknn-toolkit2 prints ``exSDPAttention``); None when ``tensor`` does not start one."""
-    members: list[int] = []
-    known = {tensor}
-    grown = True
-    while grown and len(members) < 40:
-        grown = False
-        for name in list(known):
-            for index in view.readers.get(name, []):
-                reader = view.nodes[index]
-                if index in members or reader.op_type not in _ATTENTION_OPS or reader.domain not in ("", "ai.onnx"):
-                    continue
-                if reader.op_type == "MatMul" and any(i in view.consts for i in reader.input):
-                    continue   # a projection: the layer after
-                if all(i in known or i in view.consts for i in reader.input if i):
-                    members.append(index)
-                    known.update(o for o in reader.output if o)
-                    grown = True
+    def joins(node: onnx.NodeProto) -> bool:   # a MatMul with a constant weight is the projection after
+        return (node.op_type in _ATTENTION_OPS and node.domain in ("", "ai.onnx")
+                and not (node.op_type == "MatMul" and any(i in view.consts for i in node.input)))
+    members = _grow(view, tensor, joins, 40)
     products = [m for m in members if view.nodes[m].op_type == "MatMul"]
     if len(products) < 2 or not any(view.nodes[m].op_type == "Softmax" for m in members):
         return None
-    members.sort()
-    exits = [o for m in members for o in view.nodes[m].output if o and not view.read_only_by(o, members)]
-    if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
-        return members
-    log.debug(f"layer graph: attention from '{tensor}' not fused: {len(exits)} of its tensors are read "
-              f"outside it ({exits[:3]})")
-    return None
+    return _one_exit(view, members, "attention", tensor)
 
 
 def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
@@ -397,12 +382,15 @@ def layer_groups(graph: onnx.GraphProto) -> list[LayerGroup]:
             groups[layer] = LayerGroup(layer, [])
             order.append(groups[layer])
         groups[layer].nodes.append(node)
+    reading_layers: dict[str, set[str | None]] = {}   # tensor -> the layers (None: unmarked) that read it
+    for node in graph.node:
+        for name in node.input:
+            reading_layers.setdefault(name, set()).add(_mark(node, LAYER_KEY))
+    outputs = {o.name for o in graph.output}
     for group in groups.values():
         group.activation = _mark(group.main, FUSED_ACTIVATION_KEY)
-        produced = [o for n in group.nodes for o in n.output if o]
-        read_outside = {i for n in graph.node if _mark(n, LAYER_KEY) != group.name for i in n.input}
-        outputs = {o.name for o in graph.output}
-        group.internal = {o for o in produced if o not in read_outside and o not in outputs}
+        group.internal = {o for n in group.nodes for o in n.output if o and o not in outputs
+                          and reading_layers.get(o, set()) <= {group.name}}
     return order
 
 
