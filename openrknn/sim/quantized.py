@@ -448,7 +448,8 @@ class _Lowering:
         The float32 op (Conv, ConvTranspose, MatMul) runs on the integers ``q_x − z_x`` and
         ``q_w − z_w``: while every partial sum stays below 2^24 each float32 step is exact, in any
         summation order and on any CPU. The bound is checked per output channel
-        (``max|q_x − z_x| · Σ|q_w − z_w| + |q_b|``); weights that could pass it are split as
+        (``max|q_x − z_x| · Σ|q_w − z_w| + |q_b|``). Sums that could pass it are computed by
+        ConvInteger / MatMulInteger (u8 × u8, one weight zero point), else with weights split as
         ``16·hi + lo``, the parts combined in int32. Returns (tensor, broadcast shape of a
         per-channel constant) or None when even the split could overflow."""
         x, w, y, bias = _weighted_io(node)
@@ -471,13 +472,7 @@ class _Lowering:
         if (pieces is None or len(pieces) > 1) and op_type in ("Conv", "MatMul") and zero_points.size == 1:
             # sums too large for one exact float32 op: the integer kernel (u8 × u8, exact), int32 out
             acc = self._integer_accumulator(node, op_type, attrs, weight, int(zero_points[0]), y)
-            if bias:
-                b = self.const(f"{bias}__int32", q_bias.astype(np.int32).reshape(-1, *spatial))
-                self.nodes.append(helper.make_node("Add", [acc, b], [f"{y}__accb"], name=f"{y}__bias"))
-                acc = f"{y}__accb"
-            self.nodes.append(helper.make_node("Cast", [acc], [f"{y}__acc_f"], to=onnx.TensorProto.FLOAT,
-                                               name=f"{y}__acc_to_float"))
-            return f"{y}__acc_f", spatial
+            return self._int32_sum_as_float(acc, bias, q_bias, spatial, y), spatial
         if pieces is None:
             log.debug(f"{node.name or y}: integer sums could pass 2^24 even with split weights; "
                       f"the layer runs on dequantized values")
@@ -510,13 +505,18 @@ class _Lowering:
         for k, part in enumerate(parts[1:], 1):
             self.nodes.append(helper.make_node("Add", [acc, part], [f"{y}__acc_sum{k}"], name=f"{y}__acc_sum{k}"))
             acc = f"{y}__acc_sum{k}"
+        return self._int32_sum_as_float(acc, bias, q_bias, spatial, y), spatial
+
+    def _int32_sum_as_float(self, acc: str, bias: str | None, q_bias: np.ndarray | None, spatial: tuple[int, ...],
+                            y: str) -> str:
+        """The int32 sum ``acc`` plus the int32 bias, then ``float32(acc)``."""
         if bias:
             b = self.const(f"{bias}__int32", q_bias.astype(np.int32).reshape(-1, *spatial))
             self.nodes.append(helper.make_node("Add", [acc, b], [f"{y}__accb"], name=f"{y}__bias"))
             acc = f"{y}__accb"
         self.nodes.append(helper.make_node("Cast", [acc], [f"{y}__acc_f"], to=onnx.TensorProto.FLOAT,
                                            name=f"{y}__acc_to_float"))
-        return f"{y}__acc_f", spatial
+        return f"{y}__acc_f"
 
     def _integer_accumulator(self, node: onnx.NodeProto, op_type: str, attrs: dict, weight: np.ndarray,
                              zero_point: int, y: str) -> str:
@@ -528,10 +528,9 @@ class _Lowering:
         w_name = self.const(f"{node.input[1]}__u8_{op_type.lower()}", np.ascontiguousarray(unsigned))
         wz = self.const(f"{node.input[1]}__u8_zero", np.asarray(zero[0], np.uint8))
         acc = f"{y}__acc_int"
-        integer_op = "ConvInteger" if op_type == "Conv" else "MatMulInteger"
-        conv_attrs = {k: v for k, v in attrs.items() if k != "auto_pad" or v != "NOTSET"} if op_type == "Conv" else {}
+        integer_op = "ConvInteger" if op_type == "Conv" else "MatMulInteger"   # same attributes as the float op
         self.nodes.append(helper.make_node(integer_op, [self.need_int(x), w_name, xz, wz], [acc],
-                                           name=f"{acc}_{integer_op.lower()}", **conv_attrs))
+                                           name=f"{acc}_{integer_op.lower()}", **attrs))
         return acc
 
     def _centred(self, x: str) -> str:
