@@ -74,6 +74,21 @@ def exported_conv_model(folder: Path, platform: str) -> Path:
     return folder / "conv.rknn"
 
 
+def quantized_build(model_path: Path, samples: list[np.ndarray], **config):
+    """An ``RKNN`` built quantized (rk3588 unless ``config`` says otherwise), calibrated on
+    ``samples`` — written as ``s0.npy``… and a dataset file beside the model."""
+    from rknn.api import RKNN
+    folder = Path(model_path).parent
+    for i, sample in enumerate(samples):
+        np.save(folder / f"s{i}.npy", sample)
+    (folder / "ds.txt").write_text("".join(f"s{i}.npy\n" for i in range(len(samples))))
+    rknn = RKNN()
+    assert rknn.config(**{"target_platform": "rk3588", **config}) == 0
+    assert rknn.load_onnx(model=str(model_path)) == 0
+    assert rknn.build(do_quantization=True, dataset=str(folder / "ds.txt")) == 0
+    return rknn
+
+
 def reference_session(model):
     """onnxruntime on a test model (a path, serialized bytes or a ModelProto) — through the simulator's
     session maker, so a model stamped by a newer onnx than the installed onnxruntime still runs."""

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.graph.npu_layers import find_layers, internal_tensors, layer_groups
 from openrknn.graph.passes import optimize
+from tests.conftest import quantized_build
 
 C = 4
 
@@ -139,7 +140,6 @@ def test_affine_without_a_nonlinearity_is_not_an_activation():
 def test_hard_swish_conv_costs_one_layer_and_stores_no_conv_output(tmp_path):
     """eval_perf, quantization and the simulator agree: one ConvHardSwish layer, the Conv's output
     gets no quantization parameters, and the int8 build runs."""
-    from rknn.api import RKNN
     from openrknn.chips import get_chip
     from openrknn.profile import estimate_perf
     model = _model(_hard_swish_div_after() , CONSTS)
@@ -147,13 +147,7 @@ def test_hard_swish_conv_costs_one_layer_and_stores_no_conv_output(tmp_path):
     model.graph.output[0].name = "z"
     onnx.save(model, tmp_path / "m.onnx")
     rng = np.random.default_rng(1)
-    for i in range(3):
-        np.save(tmp_path / f"s{i}.npy", rng.uniform(-2, 2, (1, C, 8, 8)).astype(np.float32))
-    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    rknn = quantized_build(tmp_path / "m.onnx", [rng.uniform(-2, 2, (1, C, 8, 8)).astype(np.float32) for _ in range(3)])
     ops = [layer.op_type for layer in estimate_perf(rknn._model, get_chip("rk3588")).layers]
     assert ops[1] == "ConvHardSwish" and "Clip" not in ops and "Div" not in ops
     assert "c" not in rknn._model.quant_params and "y" in rknn._model.quant_params
@@ -249,17 +243,11 @@ def test_scaled_dot_product_attention_is_one_layer():
 def test_mean_std_steps_are_the_input_stage_layer(tmp_path):
     """build() adds the mean/std Sub/Div after the graph passes; they are marked as one layer too, so
     the normalised input is quantized once (not after the Sub and again after the Div)."""
-    from rknn.api import RKNN
     model = _model([helper.make_node("Relu", ["c"], ["y"])])
     onnx.save(model, tmp_path / "m.onnx")
     rng = np.random.default_rng(3)
-    for i in range(2):
-        np.save(tmp_path / f"s{i}.npy", rng.uniform(0, 255, (1, C, 8, 8)).astype(np.float32))
-    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\n")
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", mean_values=[[127.5] * C], std_values=[[64.0] * C]) == 0
-    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    rknn = quantized_build(tmp_path / "m.onnx", [rng.uniform(0, 255, (1, C, 8, 8)).astype(np.float32) for _ in range(2)],
+                           mean_values=[[127.5] * C], std_values=[[64.0] * C])
     graph = rknn._model.graph.graph
     sub = next(n for n in graph.node if n.op_type == "Sub")
     div = next(n for n in graph.node if n.op_type == "Div")

@@ -144,17 +144,11 @@ def test_padded_mac_formula_matches_published_npu_cycles(cin, out_hw, cout, publ
 def test_first_conv_of_an_int8_build_is_costed_int8(tmp_path):
     """The NPU's input stage writes the normalised integers the first Conv reads: in a w8a8 build
     with mean/std that Conv is an int8 layer, like every other one (not float16)."""
-    from rknn.api import RKNN
-    from tests.conftest import make_conv_model
+    from tests.conftest import make_conv_model, quantized_build
     model = make_conv_model(tmp_path / "m.onnx", size=32)
     rng = np.random.default_rng(0)
-    for i in range(3):
-        np.save(tmp_path / f"s{i}.npy", rng.integers(0, 256, (1, 3, 32, 32)).astype(np.float32))
-    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", mean_values=[[127.5] * 3], std_values=[[64] * 3]) == 0
-    assert rknn.load_onnx(model=str(model)) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    rknn = quantized_build(model, [rng.integers(0, 256, (1, 3, 32, 32)).astype(np.float32) for _ in range(3)],
+                           mean_values=[[127.5] * 3], std_values=[[64] * 3])
     report = estimate_perf(rknn._model, get_chip("rk3588"))
     first_conv = next(layer for layer in report.layers if layer.op_type.startswith("Conv"))
     assert first_conv.data_type == "int8"

@@ -16,6 +16,7 @@ from openrknn.quant.numerics import QuantParams
 from openrknn.sim.quantized import lower_quantized
 from openrknn.sim.session import make_session
 from rknn.api import RKNN
+from tests.conftest import quantized_build
 from tests.quant import integer_reference as ref
 
 SIZE = 6
@@ -29,14 +30,8 @@ def _build(tmp_path, nodes, inits, channels, out_c, seed=0):
     graph = helper.make_graph(nodes, "exact", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, SIZE, SIZE])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
-    for i in range(3):
-        np.save(tmp_path / f"s{i}.npy", rng.uniform(-1, 1, (1, channels, SIZE, SIZE)).astype(np.float32))
-    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
-    return rknn._model
+    samples = [rng.uniform(-1, 1, (1, channels, SIZE, SIZE)).astype(np.float32) for _ in range(3)]
+    return quantized_build(tmp_path / "m.onnx", samples)._model
 
 
 def _params(model, name) -> QuantParams:
@@ -283,7 +278,7 @@ def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
     weight = _worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
     x, xq = _extreme_input(model, channels, channels)
-    px, pw, pt = _params(model, "x"), _params(model, "w"), _params(model, "t")
+    px, pw = _params(model, "x"), _params(model, "w")
     acc = ref.conv_acc(xq, weight, pads=[1, 1, 1, 1]) + bias.reshape(1, -1, 1, 1)
     real = acc.astype(np.float32) * (np.float32(px.scale[0]) * pw.scale.astype(np.float32)).reshape(1, -1, 1, 1)
     hard_swish = real * np.clip(real + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)

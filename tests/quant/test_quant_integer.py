@@ -7,8 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.quant import numerics
 from openrknn.sim.quantized import lower_quantized
-from rknn.api import RKNN
-from tests.conftest import reference_session
+from tests.conftest import quantized_build, reference_session
 
 
 def _model(path):
@@ -46,13 +45,7 @@ def _conv_int(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 def test_conv_and_matmul_match_integer_reference(tmp_path):
     _model(tmp_path / "m.onnx")
     rng = np.random.default_rng(0)
-    for i in range(4):
-        np.save(tmp_path / f"s{i}.npy", rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32))
-    (tmp_path / "ds.txt").write_text("\n".join(f"s{i}.npy" for i in range(4)))
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    rknn = quantized_build(tmp_path / "m.onnx", [rng.uniform(-1, 1, (1, 3, 8, 8)).astype(np.float32) for _ in range(4)])
     model = rknn._model
     lowered = lower_quantized(model)
     ops = {n.op_type for n in lowered.graph.node}
@@ -101,13 +94,7 @@ def test_three_channel_conv_is_deterministic(tmp_path):
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 64, 64])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w, w2])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
-    for i in range(3):
-        np.save(tmp_path / f"s{i}.npy", rng.uniform(-1, 1, (1, 3, 64, 64)).astype(np.float32))
-    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    rknn = quantized_build(tmp_path / "m.onnx", [rng.uniform(-1, 1, (1, 3, 64, 64)).astype(np.float32) for _ in range(3)])
     assert "QLinearConv" in {n.op_type for n in lower_quantized(rknn._model).graph.node}
     assert rknn.init_runtime() == 0
     x = rng.uniform(-1, 1, (1, 3, 64, 64)).astype(np.float32)

@@ -17,8 +17,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rknn.api import RKNN
 from rknnlite.api import RKNNLite
+from tests.conftest import quantized_build
 
 QEMU = shutil.which("qemu-x86_64")
 
@@ -59,13 +59,7 @@ def _four_layer_model(path):
 def test_rknn_gives_the_same_bits_on_an_avx2_only_cpu(tmp_path):
     _four_layer_model(tmp_path / "m.onnx")
     rng = np.random.default_rng(1)
-    for i in range(4):
-        np.save(tmp_path / f"s{i}.npy", rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32))
-    (tmp_path / "ds.txt").write_text("\n".join(f"s{i}.npy" for i in range(4)))
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    rknn = quantized_build(tmp_path / "m.onnx", [rng.uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32) for _ in range(4)])
     assert rknn.export_rknn(str(tmp_path / "m.rknn")) == 0
     x = rng.uniform(-1.5, 1.5, (1, 3, 32, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
