@@ -5,9 +5,12 @@ level   passes
 ======  ==============================================================================
 0       none: the graph runs as loaded
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
-        static tensors and the Gather/Concat/Unsqueeze chains after them), dead nodes
-2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, and per-channel
-        constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms)
+        static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
+        constant condition replaced by the branch it takes, dead nodes
+2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, per-channel
+        constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms),
+        Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
+        (or dropped when they keep the shape)
 3       level 2 + the NPU layer graph (``openrknn.graph.npu_layers``): which nodes run as one
         layer (Conv/Gemm/MatMul/Add/BatchNorm + activation, Conv + residual Add, decomposed
         hard-swish / SiLU / Mish / GELU) and which tensors are stored
@@ -26,8 +29,10 @@ from openrknn import log
 from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
+from openrknn.graph.passes.branches import inline_constant_branches
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
+from openrknn.graph.passes.layout import simplify_layout
 from openrknn.graph.npu_layers import FUSED_ACTIVATION_KEY, fused_activation
 from openrknn.graph.passes.layer_marking import mark_npu_layers
 
@@ -35,10 +40,11 @@ Pass = Callable[[onnx.ModelProto], PassResult]
 
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     0: [],
-    1: [remove_aliases, fold_constants, remove_dead_nodes],
-    2: [remove_aliases, fold_constants, fold_batchnorm, fold_channel_affine, remove_dead_nodes],
-    3: [remove_aliases, fold_constants, fold_batchnorm, fold_channel_affine, remove_dead_nodes,
-        mark_npu_layers],
+    1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes],
+    2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+        simplify_layout, remove_dead_nodes],
+    3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+        simplify_layout, remove_dead_nodes, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 

@@ -27,7 +27,7 @@ def fold_constants(model: onnx.ModelProto) -> PassResult:
     opset = _default_opset(model)
     values = {init.name: numpy_helper.to_array(init) for init in graph.initializer}
     graph_inputs = {v.name for v in graph.input} - set(values)
-    static_shapes = _static_shapes(model)
+    shapes = static_shapes(model)
     # Values read inside If/Loop bodies stay computed: subgraph shape inference in onnxruntime
     # relies on the outer value's declared type, which a folded initializer does not carry.
     outputs = {o.name for o in graph.output} | set().union(*(subgraph_reads(n) for n in graph.node))
@@ -35,7 +35,7 @@ def fold_constants(model: onnx.ModelProto) -> PassResult:
     new_inits: list[onnx.TensorProto] = []
     for node in graph.node:
         folded = None if outputs.intersection(node.output) else _try_fold(node, values, graph_inputs,
-                                                                           static_shapes, opset)
+                                                                           shapes, opset)
         if folded is None:
             kept.append(node)
             continue
@@ -52,13 +52,13 @@ def fold_constants(model: onnx.ModelProto) -> PassResult:
 
 
 def _try_fold(node: onnx.NodeProto, values: dict[str, np.ndarray], graph_inputs: set[str],
-              static_shapes: dict[str, list[int]], opset: int) -> list[np.ndarray] | None:
+              shapes: dict[str, list[int]], opset: int) -> list[np.ndarray] | None:
     if node.domain not in ("", "ai.onnx") or node.op_type in _NEVER_FOLD:
         return None
-    if node.op_type == "Shape" and node.input[0] in static_shapes and node.input[0] not in values:
-        return [_shape_value(node, static_shapes[node.input[0]])]
-    if node.op_type == "Size" and node.input[0] in static_shapes and node.input[0] not in values:
-        return [np.array(int(np.prod(static_shapes[node.input[0]])), dtype=np.int64)]
+    if node.op_type == "Shape" and node.input[0] in shapes and node.input[0] not in values:
+        return [_shape_value(node, shapes[node.input[0]])]
+    if node.op_type == "Size" and node.input[0] in shapes and node.input[0] not in values:
+        return [np.array(int(np.prod(shapes[node.input[0]])), dtype=np.int64)]
     inputs = [i for i in node.input if i]
     if any(i not in values for i in inputs) or any(i in graph_inputs for i in inputs):
         return None
@@ -90,7 +90,7 @@ def _shape_value(node: onnx.NodeProto, shape: list[int]) -> np.ndarray:
     return np.array(shape[start:end], dtype=np.int64)
 
 
-def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+def static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
     """Tensors whose every dimension is a known number after shape inference."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
