@@ -143,15 +143,21 @@ def _key(node: onnx.NodeProto) -> str:
 
 
 def _forced_float_nodes(model: onnx.ModelProto, float_layers: frozenset[str]) -> set[str]:
-    """Nodes (by first output) of the layers ``float_layers`` names — by layer-graph name, node
-    name or (unnamed nodes) output tensor: a layer forced to float16 is the whole NPU layer."""
-    forced: set[str] = set()
-    if not float_layers:
-        return forced
+    """Nodes (by first output) of the layers ``float_layers`` names: a layer forced to float16 is
+    the whole NPU layer."""
+    return {_key(n) for n in layer_member_nodes(model, float_layers)}
+
+
+def layer_member_nodes(model: onnx.ModelProto, names: frozenset[str] | set[str]) -> list[onnx.NodeProto]:
+    """Every node of the NPU layers that ``names`` names — by layer-graph name, node name or
+    (unnamed nodes) output tensor. Hybrid choices apply to whole layers, as the NPU runs them."""
+    if not names:
+        return []
+    members: list[onnx.NodeProto] = []
     for group in npu_layers.layer_groups(model.graph):
-        if group.name in float_layers or any(n.name in float_layers or _key(n) in float_layers for n in group.nodes):
-            forced.update(_key(n) for n in group.nodes)
-    return forced
+        if group.name in names or any(n.name in names or _key(n) in names for n in group.nodes):
+            members.extend(group.nodes)
+    return members
 
 
 def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:

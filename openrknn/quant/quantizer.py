@@ -191,8 +191,9 @@ def _int16_plan(graph: onnx.ModelProto, plan: annotate.Plan, overrides: QuantOve
                 settings: QuantSettings) -> tuple[set[str], DtypeSpec | None]:
     """Activation tensors of the hybrid int16 layers, and the 16-bit dtype they use.
 
-    A layer's output tensors are 16-bit, and so is every tensor that shares their parameters (its
-    fused activation, Reshapes after it). Toolkit 1 models use ``dynamic_fixed_point-i16``,
+    A named layer is its whole NPU layer (``annotate.layer_member_nodes``): the tensor the layer
+    stores is 16-bit — not only the output of the node named, which may be internal (a Conv whose
+    hard-swish follows) — and so is every tensor that shares its parameters (Reshapes after it). Toolkit 1 models use ``dynamic_fixed_point-i16``,
     Toolkit 2 models ``w16a16i`` (asymmetric activations, symmetric weights).
 
     Raises:
@@ -204,7 +205,7 @@ def _int16_plan(graph: onnx.ModelProto, plan: annotate.Plan, overrides: QuantOve
         raise QuantizationError(f"int16 layers {sorted(overrides.int16_layers)[:4]} need an 8-bit model; "
                                 f"{settings.canonical} activations are not 8-bit")
     wide = DTYPES["dynamic_fixed_point-i16" if settings.toolkit == 1 else "w16a16i"]
-    tensors = {o for n in graph.graph.node if n.name in overrides.int16_layers for o in n.output if o}
+    tensors = {o for n in annotate.layer_member_nodes(graph, overrides.int16_layers) for o in n.output if o}
     links: dict[str, set[str]] = {}
     for tensor, source in plan.shared:
         links.setdefault(tensor, set()).add(source)
@@ -219,8 +220,8 @@ def _int16_plan(graph: onnx.ModelProto, plan: annotate.Plan, overrides: QuantOve
 
 
 def _int16_weights(graph: onnx.ModelProto, plan: annotate.Plan, overrides: QuantOverrides) -> set[str]:
-    return {n.input[1] for n in graph.graph.node
-            if n.name in overrides.int16_layers and len(n.input) > 1 and n.input[1] in plan.weights}
+    return {n.input[1] for n in annotate.layer_member_nodes(graph, overrides.int16_layers)
+            if len(n.input) > 1 and n.input[1] in plan.weights}
 
 
 def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: QuantSettings, algorithm,
@@ -252,8 +253,8 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
     if spec.act_dtype not in ("int8", "uint8"):
         return   # 16-bit and weight-only layers add their bias in float
     for name, (x, weight) in plan.biases.items():
-        if x not in act_params or weight not in weight_params:
-            continue
+        if x not in act_params or weight not in weight_params or weight in int16_weights:
+            continue   # an int16 layer adds its bias in float: in units of two 16-bit scales it overflows int32
         x_params = act_params[x]
         if x_params.dtype == "int16" and weight not in int16_weights:   # an 8-bit layer reading a 16-bit tensor
             x_params = narrowed(x_params, spec.act_dtype, spec.act_qtype)

@@ -7,6 +7,9 @@ import yaml
 
 from openrknn.analysis.accuracy import cosine
 from rknn.api import RKNN
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 from tests.conftest import three_convs, reference_session
 
 CONV2_OUT = "c2"   # tensor written by conv2, the layer whose weights are hard to quantize
@@ -218,3 +221,51 @@ def test_config_is_written_in_the_documented_layout(workdir):
     assert lines[at + 2].startswith("        qtype: ")
     min_line = next(i for i, line in enumerate(lines) if line.strip() == "min:")
     assert lines[min_line + 1].strip().startswith("- ") and "[" not in text.split("quantize_parameters:")[1]
+
+
+def _hardswish_net(path) -> None:
+    """x → conv1+relu → conv2 → hard-swish as exported (x·Clip(x+3,0,6)/6) → conv3 → y.
+
+    conv2 has a large bias (up to ±40) and reads an outlier channel, so its int8 weights are poor;
+    its output ``c2`` is inside the hard-swish layer, which stores ``hs``."""
+    rng = np.random.default_rng(5)
+    w1 = rng.normal(0, 0.4, (8, 3, 3, 3)).astype(np.float32)
+    w2 = rng.normal(0, 0.05, (8, 8, 3, 3)).astype(np.float32)
+    w2[:, 7] = 5.0
+    b2 = rng.uniform(-40, 40, 8).astype(np.float32)
+    w3 = rng.normal(0, 0.3, (4, 8, 1, 1)).astype(np.float32)
+    arrays = {"w1": w1, "b1": np.zeros(8, np.float32), "w2": w2, "b2": b2, "w3": w3,
+              "three": np.array(3.0, np.float32), "zero": np.array(0.0, np.float32),
+              "six": np.array(6.0, np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "three"], ["a"]),
+             helper.make_node("Clip", ["a", "zero", "six"], ["cl"]),
+             helper.make_node("Mul", ["c2", "cl"], ["m"]),
+             helper.make_node("Div", ["m", "six"], ["hs"]),
+             helper.make_node("Conv", ["hs", "w3"], ["y"], name="conv3")]
+    graph = helper.make_graph(nodes, "hs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [numpy_helper.from_array(a, n) for n, a in arrays.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def test_int16_applies_to_the_whole_npu_layer(workdir):
+    """Naming a Conv whose hard-swish follows makes the whole layer int16: the stored hard-swish
+    output too (not only the internal conv output), and the bias stays exact (added in float: in
+    int32 units of two 16-bit scales a ±40 bias would saturate)."""
+    _hardswish_net(workdir / "net.onnx")
+    plain = _rknn(workdir)
+    assert plain.build(do_quantization=True, dataset="dataset.txt") == 0
+    plain_cos = _output_cosine(plain, workdir)
+    assert _rknn(workdir).hybrid_quantization_step1(dataset="dataset.txt") == 0
+    cfg = yaml.safe_load((workdir / "net.quantization.cfg").read_text())
+    cfg["custom_quantize_layers"] = {"r1": "int16", "c2": "int16"}
+    (workdir / "net.quantization.cfg").write_text(yaml.safe_dump(cfg))
+    hybrid = RKNN()
+    assert hybrid.hybrid_quantization_step2("net.model", "net.data", "net.quantization.cfg") == 0
+    model = hybrid._model
+    assert model.tensor_dtypes["hs"] == "int16" and model.quant_params["w2"]["dtype"] == "int16"
+    hybrid_cos = _output_cosine(hybrid, workdir)
+    assert hybrid_cos > plain_cos and hybrid_cos > 0.99999, (plain_cos, hybrid_cos)
