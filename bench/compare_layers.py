@@ -6,7 +6,9 @@ Rockchip's toolkit runs in its own venv (``../shared/tools/reference-toolkit-env
 is never a dependency): this script runs its verbose int8 build in a subprocess and reads the
 "Network Layer Information Table" it prints; ours is ``eval_perf``'s layer list of the same build.
 Both calibrate on the same pictures (text pictures for the OCR models). Prints the layer count of
-each OpType side by side and the total.
+each OpType side by side and the total. With ``--params`` it also runs both toolkits'
+``hybrid_quantization_step1`` and compares the per-tensor activation scales each writes into its
+``.quantization.cfg`` for the tensors both quantize.
 """
 from __future__ import annotations
 
@@ -35,6 +37,61 @@ r.config(mean_values=mean, std_values=std, target_platform='rk3588')
 assert r.load_onnx(model=model, inputs=['x'], input_size_list=[[1, 3, h, w]]) == 0
 assert r.build(do_quantization=True, dataset=dataset) == 0
 """
+
+_REFERENCE_STEP1 = """
+import sys
+from rknn.api import RKNN
+model, h, w, dataset, mean, std = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], eval(sys.argv[5]), eval(sys.argv[6])
+r = RKNN()
+r.config(mean_values=mean, std_values=std, target_platform='rk3588')
+assert r.load_onnx(model=model, inputs=['x'], input_size_list=[[1, 3, h, w]]) == 0
+assert r.hybrid_quantization_step1(dataset=dataset) == 0
+"""
+
+
+def activation_scales(cfg_path: Path) -> dict[str, float]:
+    """Tensor -> scale of every per-tensor entry of a hybrid ``.quantization.cfg``."""
+    import yaml
+    text = cfg_path.read_text()
+    params = yaml.safe_load(text[text.index("\n") + 1:] if text.startswith("%YAML") else text)
+    scales = {}
+    for name, entry in (params.get("quantize_parameters") or {}).items():
+        scale = entry.get("scale") if isinstance(entry, dict) else None
+        if isinstance(scale, list) and len(scale) == 1 and scale[0]:
+            scales[name] = float(scale[0])
+    return scales
+
+
+def compare_params(venv: Path, model: Path, h: int, w: int, dataset: Path, mean, std) -> None:
+    """Both toolkits' step-1 activation scales side by side, for the tensors both quantize."""
+    import numpy as np
+    from rknn.api import RKNN
+    stem = model.stem
+    with tempfile.TemporaryDirectory() as theirs_dir, tempfile.TemporaryDirectory() as ours_dir:
+        subprocess.run([str(venv / "bin" / "python"), "-I", "-c", _REFERENCE_STEP1, str(model), str(h), str(w),
+                        str(dataset), repr(mean), repr(std)], capture_output=True, text=True, timeout=3600,
+                       cwd=theirs_dir, check=True)
+        import os
+        here = os.getcwd()
+        os.chdir(ours_dir)
+        try:
+            rknn = RKNN()
+            rknn.config(mean_values=mean, std_values=std, target_platform="rk3588")
+            assert rknn.load_onnx(model=str(model), inputs=["x"], input_size_list=[[1, 3, h, w]]) == 0
+            assert rknn.hybrid_quantization_step1(dataset=str(dataset)) == 0
+        finally:
+            os.chdir(here)
+        theirs = activation_scales(Path(theirs_dir) / f"{stem}.quantization.cfg")
+        ours = activation_scales(Path(ours_dir) / f"{stem}.quantization.cfg")
+    common = sorted(set(theirs) & set(ours))
+    ratios = np.array([ours[n] / theirs[n] for n in common])
+    print(f"  per-tensor activation scales: rknn-toolkit2 {len(theirs)}, openrknn {len(ours)}, both {len(common)}")
+    if common:
+        same = int(np.sum(np.abs(ratios - 1) < 1e-3))
+        print(f"    same scale (within 0.1%): {same} of {len(common)}; ours/theirs median {np.median(ratios):.4f}, "
+              f"min {ratios.min():.4f}, max {ratios.max():.4f}")
+        worst = sorted(zip(common, ratios), key=lambda item: -abs(np.log(item[1])))[:5]
+        print("    largest differences: " + ", ".join(f"{n} {r:.3f}" for n, r in worst))
 
 
 def reference_layers(venv: Path, model: Path, h: int, w: int, dataset: Path, mean, std) -> list[tuple[str, ...]]:
@@ -90,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference-venv", default="/tmp/rknn-reference")
     ap.add_argument("--shared", default=str(REPO.parent / "shared"))
     ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--params", action="store_true", help="also compare step-1 quantization parameters")
     args = ap.parse_args(argv)
     venv, shared = Path(args.reference_venv), Path(args.shared)
     if not (venv / "bin" / "python").exists():
@@ -107,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             model = shared / "models" / "onnx" / file
             theirs = reference_layers(venv, model, h, w, dataset, MEAN, STD)
             ours = our_layers(model, h, w, dataset, MEAN, STD)
+            if args.params:
+                compare_params(venv, model, h, w, dataset, MEAN, STD)
         count_t = collections.Counter(f"{row[0]} {row[1]}" for row in theirs)
         count_o = collections.Counter(f"{row[0]} {row[1]}" for row in ours)
         heads_t, heads_o = layer_heads(theirs), layer_heads(ours)
