@@ -227,6 +227,14 @@ class TensorAttr:
                    pass_through=s.pass_through, type_code=s.type, fmt_code=s.fmt)
 
 
+    def to_spec(self) -> Any:
+        """The openrknn ``TensorSpec`` of this tensor (shape and layout as the library reports them)."""
+        from openrknn.graph.rknn_model import LAYOUT_UNDEFINED, TensorSpec
+        layout = self.fmt if self.fmt in ("NCHW", "NHWC") else LAYOUT_UNDEFINED
+        return TensorSpec(name=self.name, shape=list(self.dims), dtype=np.dtype(NUMPY_TYPES.get(self.type_code,
+                          np.float32)).name, layout=layout)
+
+
 class Context:
     """One ``rknn_context``: a model loaded into the runtime. Close it (or use ``with``) to free it."""
 

@@ -118,6 +118,15 @@ class RKNNLite(RuntimeInfo):
             raise RuntimeStateError(f"call init_runtime() before {name}()")
         return self._runtime
 
+    def _io_specs(self) -> tuple[list[Any], list[Any]]:
+        """Input and output ``TensorSpec`` lists of the loaded model (after init_runtime for librknnrt)."""
+        if self._rockchip is not None:
+            context = self._require_rockchip("inference").context
+            return [a.to_spec() for a in context.inputs], [a.to_spec() for a in context.outputs]
+        if self._model is None:
+            raise RuntimeStateError("call load_rknn() first")
+        return self._model.inputs, self._model.outputs
+
     def _release_runtime(self) -> None:
         if self._runtime is not None and hasattr(self._runtime, "release"):
             self._runtime.release()

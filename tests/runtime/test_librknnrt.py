@@ -290,3 +290,13 @@ def test_openrknn_model_given_to_the_rknnrt_backend(fake, tmp_path, capsys):
                                            ("2.3.0", (2, 3, 0)), ("v1.6", (1, 6)), ("unknown", None)])
 def test_parse_version(text, version):
     assert rt.parse_version(text) == version
+
+
+def test_cli_run_uses_librknnrt(fake, tmp_path, capsys):
+    from PIL import Image
+
+    from openrknn.cli.main import main
+    Image.fromarray(_image(2)[0]).save(tmp_path / "x.png")
+    assert main(["run", _rockchip_model(tmp_path), "--input", str(tmp_path / "x.png")]) == 0
+    out = capsys.readouterr().out
+    assert "out_float: shape [1, 4, 4, 3]" in out and "through" in out
