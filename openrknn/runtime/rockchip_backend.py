@@ -112,17 +112,11 @@ class RockchipRuntime:
             data_format: Sequence[str] | str | None = None, inputs_pass_through: Sequence[int] | None = None,
             want_float: bool = True) -> list[np.ndarray]:
         """One inference; the outputs are float32 (``want_float``) or the model's native type."""
-        from openrknn.sim.session import _formats as parse_data_formats
+        from openrknn.sim.session import check_inference_args
         attrs = self.context.inputs
-        if not isinstance(inputs, (list, tuple)):
-            inputs = [inputs]
-        if len(inputs) != len(attrs):
-            raise InferenceInputError(f"the model has {len(attrs)} input(s) {[a.name for a in attrs]} but "
-                                      f"{len(inputs)} were given")
-        formats = parse_data_formats(data_format, len(attrs))
-        through = [int(bool(p)) for p in (inputs_pass_through or [0] * len(attrs))]
-        if len(through) != len(attrs):
-            raise InferenceInputError(f"inputs_pass_through has {len(through)} flag(s) for {len(attrs)} input(s)")
+        inputs, formats, flags = check_inference_args([a.name for a in attrs], inputs, data_format,
+                                                      inputs_pass_through)
+        through = [int(bool(p)) for p in flags]
         arrays, fmts = [], []
         for attr, value, fmt, passing in zip(attrs, inputs, formats, through):
             array, code = _prepare_input(attr, value, data_type, fmt, bool(passing))
