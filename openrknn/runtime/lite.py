@@ -50,7 +50,8 @@ class RKNNLite(RuntimeInfo):
         from openrknn.model_file import load_model
         from openrknn.runtime import rockchip_backend
         self.release()
-        if self._backend == rockchip_backend.BACKEND_NAME or rockchip_backend.is_rockchip_file(path):
+        rockchip_file = rockchip_backend.is_rockchip_file(path)
+        if self._backend == rockchip_backend.BACKEND_NAME or (self._backend is None and rockchip_file):
             self._rockchip = rockchip_backend.load_rockchip_model(path)
             return 0
         self._model = load_model(path, master_model)
