@@ -21,17 +21,25 @@ from rknnlite.api import RKNNLite
 SOURCE = Path(__file__).with_name("fake_librknnrt.c")
 
 
-def _compiler() -> str:
+def _compiler(folder: Path) -> str:
+    """The system C compiler, once it has shown it can build a shared library (else skip)."""
     found = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if found is None:
         pytest.skip("no system C compiler (cc/gcc/clang) to build the fake librknnrt")
+    probe = folder / "probe.c"
+    probe.write_text("#include <string.h>\nint probe(void) { return (int)strlen(\"ok\"); }\n")
+    result = subprocess.run([found, "-shared", "-fPIC", "-o", str(folder / "probe.so"), str(probe)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        pytest.skip(f"the C compiler {found} cannot build a shared library here: {result.stderr.strip()[:200]}")
     return found
 
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
     """``build(name, *defines)`` → path of a fake librknnrt compiled with those -D switches."""
-    cc, folder, built = _compiler(), tmp_path_factory.mktemp("fake_rknnrt"), {}
+    folder = tmp_path_factory.mktemp("fake_rknnrt")
+    cc, built = _compiler(folder), {}
 
     def make(name: str = "default", *defines: str) -> str:
         if name not in built:
