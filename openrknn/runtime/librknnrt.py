@@ -104,7 +104,7 @@ class rknn_tensor_attr(ctypes.Structure):
 
 
 class rknn_perf_detail(ctypes.Structure):
-    _fields_ = [("perf_data", ctypes.c_char_p), ("data_len", ctypes.c_uint64)]
+    _fields_ = [("perf_data", ctypes.c_void_p), ("data_len", ctypes.c_uint64)]   # char* owned by the library
 
 
 class rknn_perf_run(ctypes.Structure):
@@ -226,13 +226,12 @@ class TensorAttr:
                    zp=s.zp, scale=s.scale, w_stride=s.w_stride, size_with_stride=s.size_with_stride,
                    pass_through=s.pass_through, type_code=s.type, fmt_code=s.fmt)
 
-
     def to_spec(self) -> Any:
         """The openrknn ``TensorSpec`` of this tensor (shape and layout as the library reports them)."""
         from openrknn.graph.rknn_model import LAYOUT_UNDEFINED, TensorSpec
         layout = self.fmt if self.fmt in ("NCHW", "NHWC") else LAYOUT_UNDEFINED
-        return TensorSpec(name=self.name, shape=list(self.dims), dtype=np.dtype(NUMPY_TYPES.get(self.type_code,
-                          np.float32)).name, layout=layout)
+        dtype = np.dtype(NUMPY_TYPES.get(self.type_code, np.float32)).name
+        return TensorSpec(name=self.name, shape=list(self.dims), dtype=dtype, layout=layout)
 
 
 class Context:
@@ -251,8 +250,9 @@ class Context:
         try:
             self.api_version, self.drv_version = self.sdk_version()
             self._check_api_version()
-            self.inputs = [self._attr(QUERY_INPUT_ATTR, i) for i in range(self._io_num().n_input)]
-            self.outputs = [self._attr(QUERY_OUTPUT_ATTR, i) for i in range(self._io_num().n_output)]
+            counts = self._query(QUERY_IN_OUT_NUM, rknn_input_output_num())
+            self.inputs = [self._attr(QUERY_INPUT_ATTR, i) for i in range(counts.n_input)]
+            self.outputs = [self._attr(QUERY_OUTPUT_ATTR, i) for i in range(counts.n_output)]
         except BaseException:
             self.close()
             raise
@@ -266,9 +266,6 @@ class Context:
     def _query(self, cmd: int, info: ctypes.Structure) -> Any:
         self._call("rknn_query", self.handle, cmd, ctypes.byref(info), ctypes.sizeof(info))
         return info
-
-    def _io_num(self) -> rknn_input_output_num:
-        return self._query(QUERY_IN_OUT_NUM, rknn_input_output_num())
 
     def _attr(self, cmd: int, index: int) -> TensorAttr:
         return TensorAttr.from_struct(self._query(cmd, rknn_tensor_attr(index=index)))
@@ -294,8 +291,9 @@ class Context:
     def perf_detail(self) -> str:
         """Per-layer timing text of the last run; needs ``FLAG_COLLECT_PERF_MASK`` at init."""
         detail = self._query(QUERY_PERF_DETAIL, rknn_perf_detail())
-        return ctypes.string_at(detail.perf_data, detail.data_len).decode("utf-8", "replace").rstrip("\0") \
-            if detail.perf_data else ""
+        if not detail.perf_data:
+            return ""
+        return ctypes.string_at(detail.perf_data, detail.data_len).decode("utf-8", "replace").rstrip("\0")
 
     def mem_size(self) -> dict[str, int]:
         """``rknn_mem_size`` as a dict (bytes)."""

@@ -168,7 +168,8 @@ def test_sdk_version_perf_and_memory(fake, tmp_path, capsys):
     lite = _started(tmp_path, perf_debug=True, eval_mem=True)
     assert "API: 2.3.0 (fake@2026-11-23)\n  DRV: 0.9.8" in lite.get_sdk_version()
     perf = lite.eval_perf(is_print=True)
-    assert perf["total_time_us"] == 1234 and "Conv" in perf["perf_detail"]
+    assert perf["total_time_us"] == 1234
+    assert perf["perf_detail"] == "ID  OpType  Time(us)\n1   Conv    42\nTotal Operator Elapsed Time(us): 42\n"
     memory = lite.eval_memory()
     assert memory["weight_memory"] == 3 << 20 and memory["total_memory"] == 5 << 20
     assert memory["other_memory"] == (5 << 20) - (3 << 20) - (1536 << 10)
