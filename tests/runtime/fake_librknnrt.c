@@ -1,5 +1,6 @@
 /* A stand-in for Rockchip's librknnrt.so, built by tests/runtime/test_librknnrt.py with the system C compiler.
- * It declares the documented structures and functions itself (as rknn_api.h does) and computes, for a model
+ * It implements the functions of openrknn's rknn_api.h (openrknn/codegen/templates/include, the documented
+ * structures and signatures) and computes, for a model
  * with one 1x4x4x3 uint8 NHWC input:  out0 (float32) = x*2+1;  out1 (int8, affine scale 4, zp -128) = q(x*2+1).
  * It counts its allocations so the test can check that rknn_outputs_release / rknn_destroy free everything.
  * Build switches: -DAPI_VERSION="..." (default "2.3.0 (fake)"), -DOMIT_CORE_MASK (drop rknn_set_core_mask). */
@@ -9,28 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rknn_api.h"
+
 #ifndef API_VERSION
 #define API_VERSION "2.3.0 (fake@2026-11-23)"
 #endif
-
-typedef uint64_t rknn_context;
-typedef struct { uint32_t n_input, n_output; } rknn_input_output_num;
-typedef struct {
-    uint32_t index, n_dims, dims[16]; char name[256]; uint32_t n_elems, size;
-    int fmt, type, qnt_type; int8_t fl; int32_t zp; float scale;
-    uint32_t w_stride, size_with_stride; uint8_t pass_through; uint32_t h_stride;
-} rknn_tensor_attr;
-typedef struct { char *perf_data; uint64_t data_len; } rknn_perf_detail;
-typedef struct { int64_t run_duration; } rknn_perf_run;
-typedef struct { char api_version[256]; char drv_version[256]; } rknn_sdk_version;
-typedef struct {
-    uint32_t total_weight_size, total_internal_size; uint64_t total_dma_allocated_size;
-    uint32_t total_sram_size, free_sram_size, reserved[10];
-} rknn_mem_size;
-typedef struct { char string[1024]; } rknn_custom_string;
-typedef struct { uint32_t index; void *buf; uint32_t size; uint8_t pass_through; int type; int fmt; } rknn_input;
-typedef struct { uint8_t want_float, is_prealloc; uint32_t index; void *buf; uint32_t size; } rknn_output;
-typedef struct { uint64_t frame_id; } rknn_output_extend;
 
 enum { N = 48, H = 4, W = 4, C = 3 };
 typedef struct {
@@ -74,11 +58,11 @@ long fake_layout(const char *name) {
     return -1;
 }
 
-int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag, void *extend) {
+int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag, rknn_init_extend *extend) {
     (void)extend;
-    if (!context || !model || size == 0) return -5;
-    if (size < 4 || memcmp(model, "RKNN", 4) != 0) return -6;
-    if (size >= 12 && memcmp((char *)model + 4, "BADCHIP", 7) == 0) return -13;
+    if (!context || !model || size == 0) return RKNN_ERR_PARAM_INVALID;
+    if (size < 4 || memcmp(model, "RKNN", 4) != 0) return RKNN_ERR_MODEL_INVALID;
+    if (size >= 12 && memcmp((char *)model + 4, "BADCHIP", 7) == 0) return RKNN_ERR_TARGET_PLATFORM_UNMATCH;
     fake_ctx *ctx = track_alloc(sizeof(fake_ctx));
     ctx->flags = flag;
     ctx->fail_run = size >= 11 && memcmp((char *)model + 4, "FAILRUN", 7) == 0;
@@ -88,7 +72,7 @@ int rknn_init(rknn_context *context, void *model, uint32_t size, uint32_t flag, 
 
 int rknn_destroy(rknn_context context) {
     calls_destroy++;
-    if (!context) return -7;
+    if (!context) return RKNN_ERR_CTX_INVALID;
     track_free((void *)(uintptr_t)context);
     return 0;
 }
@@ -103,42 +87,54 @@ static void describe(rknn_tensor_attr *a, int output) {
     strcpy(a->name, "out_int8"); a->type = 2; a->size = N; a->qnt_type = 2; a->zp = -128; a->scale = 4.0f;
 }
 
-int rknn_query(rknn_context context, int cmd, void *info, uint32_t size) {
+int rknn_query(rknn_context context, rknn_query_cmd cmd, void *info, uint32_t size) {
     fake_ctx *ctx = (fake_ctx *)(uintptr_t)context;
     static char perf_text[] = "ID  OpType  Time(us)\n1   Conv    42\nTotal Operator Elapsed Time(us): 42\n";
-    if (!ctx) return -7;
-    if (!info) return -5;
+    if (!ctx) return RKNN_ERR_CTX_INVALID;
+    if (!info) return RKNN_ERR_PARAM_INVALID;
+    const int bad = RKNN_ERR_PARAM_INVALID;   /* a wrong size: the caller's structure is not ours */
     switch (cmd) {
-    case 0: if (size != sizeof(rknn_input_output_num)) return -5;
+    case RKNN_QUERY_IN_OUT_NUM:
+        if (size != sizeof(rknn_input_output_num)) return bad;
         ((rknn_input_output_num *)info)->n_input = 1; ((rknn_input_output_num *)info)->n_output = 2; return 0;
-    case 1: case 2: if (size != sizeof(rknn_tensor_attr)) return -5;
-        if (((rknn_tensor_attr *)info)->index >= (cmd == 1 ? 1u : 2u)) return -5;
-        describe(info, cmd == 2); return 0;
-    case 3: if (size != sizeof(rknn_perf_detail) || !(ctx->flags & 0x8) || !ctx->ran) return -5;
+    case RKNN_QUERY_INPUT_ATTR: case RKNN_QUERY_OUTPUT_ATTR:
+        if (size != sizeof(rknn_tensor_attr)) return bad;
+        if (((rknn_tensor_attr *)info)->index >= (cmd == RKNN_QUERY_INPUT_ATTR ? 1u : 2u)) return bad;
+        describe(info, cmd == RKNN_QUERY_OUTPUT_ATTR); return 0;
+    case RKNN_QUERY_PERF_DETAIL:
+        if (size != sizeof(rknn_perf_detail) || !(ctx->flags & RKNN_FLAG_COLLECT_PERF_MASK) || !ctx->ran) return bad;
         ((rknn_perf_detail *)info)->perf_data = perf_text;
         ((rknn_perf_detail *)info)->data_len = strlen(perf_text); return 0;
-    case 4: if (size != sizeof(rknn_perf_run) || !ctx->ran) return -5;
+    case RKNN_QUERY_PERF_RUN:
+        if (size != sizeof(rknn_perf_run) || !ctx->ran) return bad;
         ((rknn_perf_run *)info)->run_duration = 1234; return 0;
-    case 5: if (size != sizeof(rknn_sdk_version)) return -5;
+    case RKNN_QUERY_SDK_VERSION:
+        if (size != sizeof(rknn_sdk_version)) return bad;
         strcpy(((rknn_sdk_version *)info)->api_version, API_VERSION);
         strcpy(((rknn_sdk_version *)info)->drv_version, "0.9.8"); return 0;
-    case 6: if (size != sizeof(rknn_mem_size)) return -5;
+    case RKNN_QUERY_MEM_SIZE:
+        if (size != sizeof(rknn_mem_size)) return bad;
         memset(info, 0, size);
         ((rknn_mem_size *)info)->total_weight_size = 3 * 1024 * 1024;
         ((rknn_mem_size *)info)->total_internal_size = 1536 * 1024;
         ((rknn_mem_size *)info)->total_dma_allocated_size = 5ull * 1024 * 1024;
         ((rknn_mem_size *)info)->free_sram_size = 7; return 0;
-    case 7: if (size != sizeof(rknn_custom_string)) return -5;
+    case RKNN_QUERY_CUSTOM_STRING:
+        if (size != sizeof(rknn_custom_string)) return bad;
         strcpy(((rknn_custom_string *)info)->string, "fake model v1"); return 0;
+    default: return RKNN_ERR_PARAM_INVALID;
     }
-    return -5;
 }
 
 #ifndef OMIT_CORE_MASK
-int rknn_set_core_mask(rknn_context context, int mask) {
+int rknn_set_core_mask(rknn_context context, rknn_core_mask mask) {
     fake_ctx *ctx = (fake_ctx *)(uintptr_t)context;
-    if (!ctx) return -7;
-    if (mask != 0 && mask != 1 && mask != 2 && mask != 4 && mask != 3 && mask != 7 && mask != 0xffff) return -5;
+    if (!ctx) return RKNN_ERR_CTX_INVALID;
+    switch (mask) {
+    case RKNN_NPU_CORE_AUTO: case RKNN_NPU_CORE_0: case RKNN_NPU_CORE_1: case RKNN_NPU_CORE_2:
+    case RKNN_NPU_CORE_0_1: case RKNN_NPU_CORE_0_1_2: case RKNN_NPU_CORE_ALL: break;
+    default: return RKNN_ERR_PARAM_INVALID;
+    }
     ctx->core_mask = mask;
     return 0;
 }
@@ -146,13 +142,13 @@ int rknn_set_core_mask(rknn_context context, int mask) {
 
 int rknn_inputs_set(rknn_context context, uint32_t n, rknn_input inputs[]) {
     fake_ctx *ctx = (fake_ctx *)(uintptr_t)context;
-    if (!ctx) return -7;
-    if (n != 1 || !inputs || inputs[0].index != 0 || !inputs[0].buf) return -5;
+    if (!ctx) return RKNN_ERR_CTX_INVALID;
+    if (n != 1 || !inputs || inputs[0].index != 0 || !inputs[0].buf) return RKNN_ERR_PARAM_INVALID;
     rknn_input *in = &inputs[0];
     int type = in->pass_through ? 3 : in->type, fmt = in->pass_through ? 1 : in->fmt;
     last_input_type = type; last_input_fmt = fmt;
-    if ((type != 0 && type != 3) || (fmt != 0 && fmt != 1)) return -8;
-    if (in->size != (type == 0 ? 4u : 1u) * N) return -8;
+    if ((type != 0 && type != 3) || (fmt != 0 && fmt != 1)) return RKNN_ERR_INPUT_INVALID;
+    if (in->size != (type == 0 ? 4u : 1u) * N) return RKNN_ERR_INPUT_INVALID;
     for (int h = 0; h < H; h++) for (int w = 0; w < W; w++) for (int c = 0; c < C; c++) {
         int src = fmt == 1 ? (h * W + w) * C + c : (c * H + h) * W + w;
         ctx->x[(h * W + w) * C + c] = type == 0 ? ((float *)in->buf)[src] : ((uint8_t *)in->buf)[src];
@@ -161,24 +157,24 @@ int rknn_inputs_set(rknn_context context, uint32_t n, rknn_input inputs[]) {
     return 0;
 }
 
-int rknn_run(rknn_context context, void *extend) {
+int rknn_run(rknn_context context, rknn_run_extend *extend) {
     fake_ctx *ctx = (fake_ctx *)(uintptr_t)context;
     (void)extend;
-    if (!ctx) return -7;
-    if (!ctx->have_input) return -8;
-    if (ctx->fail_run) return -1;
+    if (!ctx) return RKNN_ERR_CTX_INVALID;
+    if (!ctx->have_input) return RKNN_ERR_INPUT_INVALID;
+    if (ctx->fail_run) return RKNN_ERR_FAIL;
     ctx->ran = 1; ctx->frames++;
     return 0;
 }
 
 int rknn_outputs_get(rknn_context context, uint32_t n, rknn_output outputs[], rknn_output_extend *extend) {
     fake_ctx *ctx = (fake_ctx *)(uintptr_t)context;
-    if (!ctx) return -7;
-    if (!ctx->ran) return -9;
-    if (n != 2 || !outputs) return -5;
+    if (!ctx) return RKNN_ERR_CTX_INVALID;
+    if (!ctx->ran) return RKNN_ERR_OUTPUT_INVALID;
+    if (n != 2 || !outputs) return RKNN_ERR_PARAM_INVALID;
     for (uint32_t k = 0; k < n; k++) {
         rknn_output *o = &outputs[k];
-        if (o->index > 1 || o->is_prealloc) return -5;
+        if (o->index > 1 || o->is_prealloc) return RKNN_ERR_PARAM_INVALID;
         int as_float = o->index == 0 || o->want_float;
         o->size = (as_float ? 4 : 1) * N;
         o->buf = track_alloc(o->size);
@@ -196,7 +192,7 @@ int rknn_outputs_get(rknn_context context, uint32_t n, rknn_output outputs[], rk
 
 int rknn_outputs_release(rknn_context context, uint32_t n, rknn_output outputs[]) {
     calls_release++;
-    if (!context) return -7;
+    if (!context) return RKNN_ERR_CTX_INVALID;
     for (uint32_t k = 0; k < n; k++) { track_free(outputs[k].buf); outputs[k].buf = NULL; }
     return 0;
 }

@@ -19,6 +19,7 @@ from openrknn.runtime import rockchip_backend
 from rknnlite.api import RKNNLite
 
 SOURCE = Path(__file__).with_name("fake_librknnrt.c")
+HEADER_DIR = Path(__file__).resolve().parents[2] / "openrknn" / "codegen" / "templates" / "include"   # rknn_api.h
 
 
 def _compiler(folder: Path) -> str:
@@ -44,7 +45,8 @@ def build(tmp_path_factory):
     def make(name: str = "default", *defines: str) -> str:
         if name not in built:
             out = folder / f"librknnrt_{name}.so"
-            subprocess.run([cc, "-shared", "-fPIC", "-O1", *defines, "-o", str(out), str(SOURCE), "-lm"], check=True)
+            subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", f"-I{HEADER_DIR}", *defines, "-o",
+                            str(out), str(SOURCE), "-lm"], check=True)
             built[name] = str(out)
         return built[name]
     return make
