@@ -102,9 +102,13 @@ class RKNNLite(RuntimeInfo):
         return text
 
     @api_call
-    def eval_perf(self, is_print: bool = True, inputs: Sequence[Any] | None = None) -> dict[str, Any] | None:
-        """librknnrt only: run once and return the total time (µs) and, with perf_debug, the per-layer text."""
-        return self._require_rockchip("eval_perf").eval_perf(inputs, is_print)
+    def eval_perf(self, is_print: bool = True, fix_freq: bool = True, inputs: Sequence[Any] | None = None,
+                  loop_cnt: int | None = None) -> dict[str, Any] | None:
+        """librknnrt only: the mean time per run (µs) and, with perf_debug, the per-layer text.
+
+        ``fix_freq`` is accepted for RKNN compatibility; the board's frequencies are left as they are.
+        """
+        return self._require_rockchip("eval_perf").eval_perf(inputs, is_print, loop_cnt)
 
     @api_call
     def eval_memory(self, is_print: bool = True) -> dict[str, Any] | None:

@@ -141,10 +141,15 @@ class RockchipRuntime:
                 f"  DRV: {self.context.drv_version}\n"
                 "==============================================")
 
-    def eval_perf(self, inputs: Sequence[Any] | None = None, is_print: bool = True) -> dict[str, Any]:
-        """Run once and report librknnrt's timing: total (``PERF_RUN``) and, with perf_debug, per layer."""
-        self.run(inputs if inputs is not None else self.zero_inputs())
-        total = self.context.perf_run_us()
+    def eval_perf(self, inputs: Sequence[Any] | None = None, is_print: bool = True,
+                  loop_cnt: int | None = None) -> dict[str, Any]:
+        """Run ``loop_cnt`` times (default 1) and report librknnrt's timing: the mean ``PERF_RUN`` total in µs
+        and, with perf_debug, the per-layer text of the last run (``PERF_DETAIL``)."""
+        runs = []
+        for _ in range(max(1, int(loop_cnt or 1))):
+            self.run(inputs if inputs is not None else self.zero_inputs())
+            runs.append(self.context.perf_run_us())
+        total = round(sum(runs) / len(runs))
         detail = self.context.perf_detail() if self.perf_debug else None
         if is_print:
             print((detail + "\n" if detail else "") + f"Total Operator Elapsed Per Frame Time(us): {total}")

@@ -185,7 +185,9 @@ def test_eval_memory_needs_eval_mem_and_perf_detail_needs_perf_debug(fake, tmp_p
     lite = _started(tmp_path)
     assert lite.eval_memory() is None
     assert "parameter <eval_mem> should be set to True" in capsys.readouterr().out
-    assert lite.eval_perf(is_print=False) == {"total_time_us": 1234, "perf_detail": None}
+    assert lite.eval_perf(is_print=False, inputs=[_image()], loop_cnt=3) == {"total_time_us": 1234,
+                                                                             "perf_detail": None}
+    assert lite.inference(inputs=[_image()], get_frame_id=True)[-1] == 4   # three eval_perf runs came first
     lite.release()
 
 
@@ -287,8 +289,11 @@ def test_api_version_mismatch_is_refused(build, tmp_path, monkeypatch, capsys):
 def test_openrknn_model_given_to_the_rknnrt_backend(fake, tmp_path, capsys):
     ours = tmp_path / "ours.rknn"
     ours.write_bytes(encode(Container(header={"format": "openrknn"})))
-    assert RKNNLite(backend="rknnrt").load_rknn(str(ours)) == -1
+    forced = RKNNLite(backend="rknnrt")
+    assert forced.load_rknn(str(ours)) == -1
     assert "not a Rockchip-compiled .rknn" in capsys.readouterr().out
+    assert forced.load_rknn(_rockchip_model(tmp_path)) == 0 and forced.init_runtime() == 0
+    forced.release()
     lite = RKNNLite()
     lite.load_rknn(_rockchip_model(tmp_path))
     assert lite.eval_perf() is None
