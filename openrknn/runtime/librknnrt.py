@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import re
 import weakref
 from dataclasses import dataclass
@@ -87,7 +88,10 @@ def describe_code(code: int) -> str:
 
 
 # --- structures (field order and types exactly as in rknn_api.h) -------------------------------
-rknn_context = ctypes.c_uint64 if ctypes.sizeof(ctypes.c_void_p) == 8 else ctypes.c_uint32
+# uint32_t on 32-bit ARM (the header's __arm__), uint64_t everywhere else (a 64-bit kernel may report aarch64
+# under a 32-bit userland, so the pointer size decides).
+_ARM32 = ctypes.sizeof(ctypes.c_void_p) == 4 and not platform.machine().lower().startswith(("i386", "i686", "x86"))
+rknn_context = ctypes.c_uint32 if _ARM32 else ctypes.c_uint64
 
 
 class rknn_input_output_num(ctypes.Structure):
