@@ -18,7 +18,7 @@ from openrknn.runtime import librknnrt as rt
 
 BACKEND_NAME = "rknnrt"
 # Cores per chip that has more than one (seed 002 §5.3); other chips run on their single core.
-MULTI_CORE_CHIPS = {"rk3588": 3, "rk3576": 2}
+MULTI_CORE_CHIPS = {"rk3588": 3, "rk3588s": 3, "rk3576": 2}
 CORE_BITS = {0x1: 0, 0x2: 1, 0x4: 2, 0x3: 1, 0x7: 2}   # mask → highest core index it uses
 DEVICE_TREE = "/proc/device-tree/compatible"
 
@@ -62,14 +62,18 @@ def load_rockchip_model(path: str) -> RockchipModel:
 
 
 def board_chip() -> str | None:
-    """The Rockchip SoC this runs on, from the device tree (None off a board)."""
+    """The Rockchip SoC this runs on, from the device tree (None off a board).
+
+    The compatible list runs from the most specific entry (the board, e.g. ``rockchip,rk3588-evb1``) to the
+    SoC (``rockchip,rk3588``), so the last Rockchip entry names the chip.
+    """
     try:
         with open(DEVICE_TREE, "rb") as handle:
-            words = handle.read().decode("ascii", "replace").replace("\0", " ").split()
+            words = handle.read().decode("ascii", "replace").split("\0")
     except OSError:
         return None
-    return next((w.split(",", 1)[1] for w in words if w.startswith("rockchip,rk") or w.startswith("rockchip,rv")),
-                None)
+    chips = [w.split(",", 1)[1].split("-")[0] for w in words if w.startswith(("rockchip,rk", "rockchip,rv"))]
+    return chips[-1] if chips else None
 
 
 class RockchipRuntime:
@@ -104,7 +108,8 @@ class RockchipRuntime:
             return
         cores = MULTI_CORE_CHIPS.get(chip or "", 3)
         if CORE_BITS.get(core_mask, 0) >= cores:
-            raise RuntimeStateError(f"core_mask {core_mask:#x} uses a core {chip} does not have ({cores} cores)")
+            raise RuntimeStateError(f"core_mask {core_mask:#x} uses a core {chip or 'this chip'} does not have "
+                                    f"({cores} cores)")
         self.context.set_core_mask(core_mask)
 
     # -- inference

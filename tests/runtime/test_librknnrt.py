@@ -205,6 +205,16 @@ def test_core_mask(fake, tmp_path, monkeypatch, capsys):
     lite.release()
 
 
+@pytest.mark.parametrize("compatible, chip", [(b"radxa,rock-5b\0rockchip,rk3588\0", "rk3588"),
+                                              (b"rockchip,rk3588s-evb1-lp4x-v10\0rockchip,rk3588s\0", "rk3588s"),
+                                              (b"vendor,board\0", None)])
+def test_board_chip_from_device_tree(tmp_path, monkeypatch, compatible, chip):
+    tree = tmp_path / "compatible"
+    tree.write_bytes(compatible)
+    monkeypatch.setattr(rockchip_backend, "DEVICE_TREE", str(tree))
+    assert rockchip_backend.board_chip() == chip
+
+
 def test_error_codes_have_documented_names():
     assert rt.describe_code(-13).startswith("-13 RKNN_ERR_TARGET_PLATFORM_UNMATCH (")
     assert "update" in rt.describe_code(-10)
