@@ -71,14 +71,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     lite = RKNNLite(verbose=args.verbose)
     if lite.load_rknn(args.model) != 0 or lite.init_runtime() != 0:
         return 1
-    inputs = [read_input(p, spec) for p, spec in zip(args.input, lite._model.inputs)]
-    if len(inputs) != len(lite._model.inputs):
-        log.error(f"run: the model has {len(lite._model.inputs)} input(s); give one --input per input")
+    input_specs, output_specs = lite._io_specs()
+    inputs = [read_input(p, spec) for p, spec in zip(args.input, input_specs)]
+    if len(inputs) != len(input_specs):
+        log.error(f"run: the model has {len(input_specs)} input(s); give one --input per input")
         return 1
     outputs = lite.inference(inputs=inputs)
     if outputs is None:
         return 1
-    for spec, out in zip(lite._model.outputs, outputs):
+    for spec, out in zip(output_specs, outputs):
         print(f"{spec.name}: shape {list(out.shape)} min {out.min():.6g} max {out.max():.6g} mean {out.mean():.6g}")
         if out.ndim <= 2 and out.size >= 5:
             print_top5(out)
@@ -124,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="describe an .rknn file")
     p.add_argument("model")
     p.set_defaults(func=cmd_info)
-    p = sub.add_parser("run", help="run an .rknn file on the simulator")
+    p = sub.add_parser("run", help="run an .rknn file (simulator; librknnrt for Rockchip-compiled ones)")
     p.add_argument("model")
     p.add_argument("--input", action="append", required=True, help="image (.png/.jpg/.bmp) or .npy; repeat per input")
     p.add_argument("-v", "--verbose", action="store_true")

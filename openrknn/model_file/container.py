@@ -84,7 +84,8 @@ def _identify(data: bytes, source: str) -> None:
     if len(data) >= 4 and data[:4] == b"RKNN":
         raise ModelFileError(f"'{source}' is a Rockchip RKNN-Toolkit model (closed format, made by Rockchip's "
                              "toolkit); openrknn cannot read it. Convert the source model (onnx, tflite, ...) with "
-                             "openrknn instead")
+                             "openrknn instead, or run it on a board with RKNNLite and Rockchip's runtime "
+                             "librknnrt.so (docs/deployment.md)")
     if len(data) < _FIXED.size + _DIGEST or data[:8] != MAGIC:
         kind = "empty" if not data else "not an openrknn .rknn model"
         if len(data) > 2 and data[0] == 0x08 and data[1] < 16:   # ONNX: field 1 (ir_version) first

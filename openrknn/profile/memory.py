@@ -77,18 +77,26 @@ def format_memory(report: MemoryReport) -> str:
                     Memory Profile Info Dump
         ...
     """
-    bar = "=" * 54
     if report.toolkit == 1:
         d = report.to_dict()["total_memory"]
         body = ["Total memory:", f"    maximum allocation: {human(d['maximum_allocation'])}",
                 f"    total allocation: {human(d['total_allocation'])}"]
-    else:
-        body = ["NPU model memory detail(bytes):", f"    Weight Memory: {human(report.weight_memory)}",
-                f"    Internal Tensor Memory: {human(report.internal_memory)}",
-                f"    Other Memory: {human(report.other_memory)}", f"    Total Memory: {human(report.total_memory)}"]
+        return _dump(body, report.model_size)
+    return memory_dump_text(report.weight_memory, report.internal_memory, report.other_memory, report.model_size)
+
+
+def memory_dump_text(weight: int, internal: int, other: int, model_size: int) -> str:
+    """The Toolkit2 dump from its four figures (bytes); also used for librknnrt's RKNN_QUERY_MEM_SIZE."""
+    return _dump(["NPU model memory detail(bytes):", f"    Weight Memory: {human(weight)}",
+                  f"    Internal Tensor Memory: {human(internal)}", f"    Other Memory: {human(other)}",
+                  f"    Total Memory: {human(weight + internal + other)}"], model_size)
+
+
+def _dump(body: list[str], model_size: int) -> str:
+    bar = "=" * 54
     return "\n".join([bar, "            Memory Profile Info Dump", bar, *body, "",
                       "INFO: When evaluating memory usage, we need consider",
-                      f"the size of model, current model size is: {human(report.model_size)}", bar])
+                      f"the size of model, current model size is: {human(model_size)}", bar])
 
 
 def _weight_bytes(layer: Layer, cost: CostTable, seen: set[str]) -> int:

@@ -132,15 +132,8 @@ class Simulator:
             inputs_pass_through: Sequence[int] | None = None) -> list[np.ndarray]:
         """Run one inference; see ``RKNN.inference``."""
         specs = self.model.inputs
-        if not isinstance(inputs, (list, tuple)):
-            inputs = [inputs]
-        if len(inputs) != len(specs):
-            raise InferenceInputError(f"the model has {len(specs)} input(s) {[s.name for s in specs]} but "
-                                      f"{len(inputs)} were given")
-        formats = _formats(data_format, len(specs))
-        pass_through = list(inputs_pass_through or [0] * len(specs))
-        if len(pass_through) != len(specs):
-            raise InferenceInputError(f"inputs_pass_through has {len(pass_through)} flag(s) for {len(specs)} input(s)")
+        inputs, formats, pass_through = check_inference_args([s.name for s in specs], inputs, data_format,
+                                                             inputs_pass_through)
         feeds = self._prepare_all(specs, inputs, formats)
         session = self._session_for(pass_through)
         batch = max(1, self.model.rknn_batch_size)
@@ -204,6 +197,19 @@ class Simulator:
         if self._pass_through_session is None:
             self._pass_through_session = GraphRunner(_without_preprocess(lower(self.model), self.model), self.custom_ops)
         return self._pass_through_session
+
+
+def check_inference_args(names: list[str], inputs: Any, data_format: Sequence[str] | str | None,
+                         inputs_pass_through: Sequence[int] | None) -> tuple[list[Any], list[str], list[int]]:
+    """The ``inference()`` lists checked against the model's inputs: (inputs, 'nhwc'/'nchw' each, flags)."""
+    if not isinstance(inputs, (list, tuple)):
+        inputs = [inputs]
+    if len(inputs) != len(names):
+        raise InferenceInputError(f"the model has {len(names)} input(s) {names} but {len(inputs)} were given")
+    pass_through = list(inputs_pass_through or [0] * len(names))
+    if len(pass_through) != len(names):
+        raise InferenceInputError(f"inputs_pass_through has {len(pass_through)} flag(s) for {len(names)} input(s)")
+    return list(inputs), _formats(data_format, len(names)), pass_through
 
 
 def _formats(data_format: Sequence[str] | str | None, count: int) -> list[str]:
