@@ -127,6 +127,7 @@ class BoardClient:
             raise RemoteError(f"cannot reach {device.name} at {device.address}: {e}. Is `openrknn serve` running "
                               "there (and the port forwarded, for adb)?") from e
         try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if device.ca:
                 context = ssl.create_default_context(cafile=device.ca)
                 sock = context.wrap_socket(sock, server_hostname=device.server_name or device.host)

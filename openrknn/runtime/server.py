@@ -86,6 +86,7 @@ class _Connection(socketserver.BaseRequestHandler):
         settings = self.server.settings
         sock: socket.socket = self.request
         sock.settimeout(settings.idle_timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # small request/answer pairs: no Nagle delay
         try:
             if settings.tls is not None:
                 sock = settings.tls.wrap_socket(sock, server_side=True)
