@@ -335,7 +335,9 @@ class RKNN(RuntimeInfo):
     # ---------------------------------------------------------------- info
     def get_sdk_version(self) -> str:
         """The version string in the documented banner format."""
-        text = self._runtime.sdk_version() if getattr(self._runtime, "is_remote", False) else sdk_version_text()
+        if getattr(self._runtime, "is_remote", False):
+            return self._runtime.sdk_version()   # the board's banner (None and an E line if it does not answer)
+        text = sdk_version_text()
         print(text)
         return text
 

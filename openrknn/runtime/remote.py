@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from openrknn import log
 from openrknn.errors import RuntimeStateError
 from openrknn.runtime import protocol
 from openrknn.runtime.protocol import pack_array, unpack_array
@@ -195,8 +196,15 @@ class RemoteRuntime:
     def memory(self) -> dict[str, Any]:
         return self.client.request("memory", context=self.context)
 
-    def sdk_version(self) -> str:
-        return str(self.client.request("sdk_version", context=self.context)["text"])
+    def sdk_version(self) -> str | None:
+        """Print and return the board's version banner (None, with an ``E`` line, when it does not answer)."""
+        try:
+            text = str(self.client.request("sdk_version", context=self.context)["text"])
+        except RemoteError as e:
+            log.error(f"get_sdk_version: {e}")
+            return None
+        print(text)
+        return text
 
     def close(self) -> None:
         try:

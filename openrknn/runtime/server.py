@@ -235,6 +235,13 @@ class BoardServer(socketserver.ThreadingTCPServer):
         if not self._slots.acquire(blocking=False):
             log.warning(f"serve: refused {client_address[0]}:{client_address[1]}: already "
                         f"{self.settings.max_clients} clients (--max-clients)")
+            if self.settings.tls is None:   # a TLS client could not read a plain answer
+                try:
+                    request.settimeout(1.0)
+                    protocol.write_frame(request, {"ok": False, "error": "the server is at its --max-clients limit; "
+                                                   "try again later"})
+                except OSError:
+                    pass
             self.shutdown_request(request)
             return
         super().process_request(request, client_address)
