@@ -29,6 +29,7 @@ from openrknn.runtime.contexts import ContextPool, Refused, process_rss
 from openrknn.runtime.protocol import PeerClosed, ProtocolError, pack_array, unpack_array
 
 MAX_LOOP_COUNT = 1000
+HELLO_TIMEOUT_S = 10.0    # TLS handshake and token must arrive within this
 
 
 def default_token_path() -> Path:
@@ -85,13 +86,14 @@ class _Connection(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         settings = self.server.settings
         sock: socket.socket = self.request
-        sock.settimeout(settings.idle_timeout_s)
+        sock.settimeout(min(HELLO_TIMEOUT_S, settings.idle_timeout_s))   # a silent stranger frees the slot soon
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # small request/answer pairs: no Nagle delay
         try:
             if settings.tls is not None:
                 sock = settings.tls.wrap_socket(sock, server_side=True)
             self.sock = sock
             if self._hello():
+                sock.settimeout(settings.idle_timeout_s)
                 self._serve_requests()
         except PeerClosed:
             pass

@@ -81,3 +81,23 @@ def test_device_resolution(tmp_path, monkeypatch):
     (tmp_path / "devices.yaml").write_text("devices:\n  - {name: a}\n")
     with pytest.raises(RemoteError, match="needs 'name' and 'address"):
         resolve_device("a")
+
+
+def test_clients_over_the_limit_are_told_why():
+    import threading
+
+    from openrknn.runtime.remote import BoardClient, Device
+    from openrknn.runtime.server import BoardServer, ServeSettings
+    server = BoardServer(("127.0.0.1", 0), ServeSettings(token="t" * 20, max_clients=1))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        device = Device("one", "127.0.0.1", server.server_address[1], "t" * 20)
+        first = BoardClient(device)
+        with pytest.raises(RemoteError, match="--max-clients"):
+            BoardClient(device)
+        assert first.request("ping") == {}
+        first.close()
+    finally:
+        server.shutdown()
+        server.server_close()
