@@ -284,8 +284,8 @@ class RKNN(RuntimeInfo):
         chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
         if getattr(self._runtime, "is_remote", False):
             from openrknn.runtime import remote_report
-            return remote_report.eval_perf(self._runtime, model, chip.toolkit, is_print, inputs, loop_cnt,
-                                           bool(self._runtime_options.get("perf_debug")))
+            return remote_report.eval_perf(self._runtime, model, chip, self._runtime_options.get("core_mask", 0),
+                                           is_print, inputs, loop_cnt, bool(self._runtime_options.get("perf_debug")))
         report = profile.estimate_perf(model, chip, core_mask=self._runtime_options.get("core_mask", 0))
         perf_debug = bool(self._runtime_options.get("perf_debug"))
         if is_print:

@@ -5,6 +5,7 @@ its contexts are released, so a vanished client cannot leak board memory.
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import logging
 import os
@@ -87,8 +88,17 @@ class Context:
             start = time.perf_counter_ns()
             self.infer(inputs, None, None)
             times.append((time.perf_counter_ns() - start) / 1000.0)
-        return {"per_layer": False, "runs": loop_cnt, "total_time_us": float(np.median(times)),
-                "min_time_us": float(min(times)), "max_time_us": float(max(times))}
+        timing = {"runs": loop_cnt, "total_time_us": float(np.median(times)), "min_time_us": float(min(times)),
+                  "max_time_us": float(max(times)), "layers": None}
+        backend = getattr(self.lite, "eval_perf", None)   # a board backend with per-layer timings (perf detail)
+        if callable(backend):
+            with self.lock, captured_errors() as errors:
+                report = _checked(backend(is_print=False), "eval_perf", errors)
+            layers = report.get("layers") if isinstance(report, dict) else None
+            if isinstance(layers, dict) and layers:   # wire maps have string keys: send the rows as a list
+                timing["layers"] = [{**row, "id": key} for key, row in sorted(layers.items())]
+                timing["backend_total_time_us"] = report.get("total_time")
+        return timing
 
     def memory(self) -> dict[str, Any]:
         backend = getattr(self.lite, "eval_memory", None)   # a board backend with NPU memory counters
@@ -145,6 +155,8 @@ class ContextPool:
                 handle.write(model)
             _checked(lite.load_rknn(path), "load_rknn", errors)
             kwargs = {"async_mode": bool(options.get("async_mode", False))}
+            accepted = inspect.signature(lite.init_runtime).parameters   # backends that measure take these
+            kwargs.update({k: bool(options[k]) for k in ("perf_debug", "eval_mem") if k in accepted and options.get(k)})
             if options.get("core_mask") is not None:
                 kwargs["core_mask"] = int(options["core_mask"])
             _checked(lite.init_runtime(**kwargs), "init_runtime", errors)

@@ -12,7 +12,10 @@ from openrknn import log
 from openrknn.analysis.accuracy import LayerError, cosine, euclidean
 from openrknn.analysis.report import RUNTIME_HEADER, format_table
 from openrknn.graph.rknn_model import LAYOUT_NCHW, RKNNModel
+from openrknn.chips import Chip
+from openrknn.profile import LayerPerf, PerfReport, format_perf
 from openrknn.profile.memory import human
+from openrknn.profile.perf import active_cores
 from openrknn.runtime.remote import RemoteRuntime
 
 DEFAULT_LOOP_COUNT = 10
@@ -35,17 +38,38 @@ def _timing_inputs(model: RKNNModel, runtime: RemoteRuntime, inputs: Any) -> lis
     return zeros
 
 
-def eval_perf(runtime: RemoteRuntime, model: RKNNModel, toolkit: int, is_print: bool, inputs: Any,
+def eval_perf(runtime: RemoteRuntime, model: RKNNModel, chip: Chip, core_mask: int, is_print: bool, inputs: Any,
               loop_cnt: int | None, perf_debug: bool) -> dict[str, Any]:
-    """Time whole-model inferences on the board; ``{'total_time': us}`` (median), as the toolkit returns."""
+    """Time inferences on the board: the backend's per-layer table when it has one, else the median
+    whole-model time. Returns the toolkit's dict (``{'total_time': us[, 'layers': …]}``) plus ``measured_on``."""
     loops = int(loop_cnt or DEFAULT_LOOP_COUNT)
     timing = runtime.time_runs(_timing_inputs(model, runtime, inputs), loops)
-    total = int(round(timing["total_time_us"]))
+    if timing.get("layers"):
+        report = board_perf_report(timing["layers"], chip, core_mask)
+        if is_print:
+            print(format_perf(report, perf_debug, note=f"Measured on {runtime.label} (the board's per-layer timings)."))
+        result = report.to_dict(perf_debug=perf_debug)
+        result["total_time"] = int(timing.get("backend_total_time_us") or result["total_time"])
+        return {**result, "measured_on": runtime.label}
     if perf_debug:
         log.warning("eval_perf: the board's backend gives no per-layer timings; printing the whole-model time")
     if is_print:
-        print(format_measured_perf(timing, runtime.label, toolkit))
-    return {"total_time": total, "measured_on": runtime.label}
+        print(format_measured_perf(timing, runtime.label, chip.toolkit))
+    return {"total_time": int(round(timing["total_time_us"])), "measured_on": runtime.label}
+
+
+def board_perf_report(rows: list[dict[str, Any]], chip: Chip, core_mask: int) -> PerfReport:
+    """A :class:`PerfReport` of the rows a board backend measured (``LayerPerf.to_dict`` keys, plus ``id``)."""
+    layers = [LayerPerf(
+        id=int(r["id"]), op_type=str(r.get("operation", "")), data_type=str(r.get("data_type", "")),
+        target=str(r.get("target", "NPU")), input_shapes=[tuple(s) for s in r.get("input_shape", [])],
+        output_shapes=[tuple(s) for s in r.get("output_shape", [])], ddr_cycles=int(r.get("ddr_cycles", 0)),
+        npu_cycles=int(r.get("npu_cycles", 0)), max_cycles=int(r.get("max_cycles", 0)),
+        time_us=float(r.get("time", 0)), mac_usage=r.get("mac_usage"),
+        workload=tuple(w / 100.0 for w in r.get("workload", [])), rw_kb=float(r.get("rw_kb", 0)),
+        full_name=str(r.get("full_name", r.get("name", ""))), name=str(r.get("name", ""))) for r in rows]
+    return PerfReport(chip.name, chip.toolkit, chip.npu_freq_mhz, chip.cores, active_cores(chip, core_mask), core_mask,
+                      True, layers)
 
 
 def format_measured_perf(timing: dict[str, Any], device: str, toolkit: int) -> str:

@@ -278,3 +278,38 @@ def test_tls_round_trip(built, tmp_path, monkeypatch):
         assert "TLS" in srv.log()
     finally:
         srv.stop()
+
+
+def _fake_perf(self, is_print=True):
+    rows = {0: {"name": "conv", "operation": "Conv", "target": "NPU", "time": 40, "data_type": "INT8",
+                "input_shape": [[1, 3, 16, 16]], "output_shape": [[1, 8, 16, 16]], "full_name": "Conv:conv"},
+            1: {"name": "fc", "operation": "Gemm", "target": "CPU", "time": 60, "full_name": "Gemm:fc"}}
+    return {"total_time": 100, "layers": rows}
+
+
+def _fake_memory(self, is_print=True):
+    return {"weight_memory": 1000, "internal_memory": 2048, "other_memory": 300, "total_memory": 3348}
+
+
+def test_backend_per_layer_timings_and_memory_counters(built, monkeypatch, capsys):
+    """A board backend that measures (RKNNLite.eval_perf / eval_memory) is printed in the simulator's tables."""
+    from openrknn.runtime.lite import RKNNLite
+    from openrknn.runtime.server import BoardServer, ServeSettings
+    monkeypatch.setattr(RKNNLite, "eval_perf", _fake_perf, raising=False)
+    monkeypatch.setattr(RKNNLite, "eval_memory", _fake_memory, raising=False)
+    board = BoardServer(("127.0.0.1", 0), ServeSettings(token="k" * 20, device="measuring-board"))
+    threading.Thread(target=board.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("OPENRKNN_TOKEN", "k" * 20)
+        rknn = _remote(built[1], f"127.0.0.1:{board.server_address[1]}", perf_debug=True, eval_mem=True)
+        perf = rknn.eval_perf(loop_cnt=1)
+        memory = rknn.eval_memory()
+        out = capsys.readouterr().out
+        rknn.release()
+    finally:
+        board.shutdown()
+        board.server_close()
+    assert perf["total_time"] == 100 and perf["layers"][1]["operation"] == "Gemm"
+    assert "Measured on measuring-board" in out and "Network Layer Information Table" in out
+    assert "Operator Time Consuming Ranking Table" in out and "Conv:conv" in out
+    assert memory["total_memory"] == 3348 and "Internal Tensor Memory: 2.00 KiB" in out
