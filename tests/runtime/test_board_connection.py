@@ -313,3 +313,10 @@ def test_backend_per_layer_timings_and_memory_counters(built, monkeypatch, capsy
     assert "Measured on measuring-board" in out and "Network Layer Information Table" in out
     assert "Operator Time Consuming Ranking Table" in out and "Conv:conv" in out
     assert memory["total_memory"] == 3348 and "Internal Tensor Memory: 2.00 KiB" in out
+
+
+def test_unreachable_board_is_a_clear_init_runtime_error(built, token_env, capsys):
+    rknn = RKNN()
+    assert rknn.load_rknn(str(built[1])) == 0
+    assert rknn.init_runtime(target=TARGET, device_id="127.0.0.1:1") == -1
+    assert "E init_runtime: cannot reach 127.0.0.1:1" in capsys.readouterr().out
