@@ -34,12 +34,22 @@ def _cell(cos: float | None, euc: float | None) -> str:
     return f"{cos:.5f} | {euc:<8.5g}"[:20].ljust(20)
 
 
-def format_table(rows: list[LayerError]) -> str:
-    """The ``error_analysis.txt`` body in the guide's layout."""
+RUNTIME_HEADER = """# runtime_error: calculate the output error of each layer of the runtime.
+#              entire: output error of each layer between 'golden' and 'runtime', these errors will accumulate layer by layer.
+#              single_sim: single-layer output error between 'simulator' and 'runtime', can better reflect the single-layer accuracy of runtime.
+"""
+
+
+def format_table(rows: list[LayerError], header: str = HEADER, title: str = "simulator_error",
+                 columns: tuple[str, str] = ("entire", "single")) -> str:
+    """The ``error_analysis.txt`` body in the guide's layout (``single_*`` fields fill the second column).
+
+    The board section uses ``RUNTIME_HEADER``, ``title='runtime_error'``, ``columns=('entire', 'single_sim')``.
+    """
     width = max(_NAME_WIDTH, max((len(f"[{r.op_type}] {r.tensor}") for r in rows), default=0) + 2)
-    lines = [HEADER,
-             f"{'layer_name':<{width}}{'simulator_error':^42}".rstrip(),
-             f"{'':<{width}}{'entire':^20}{'single':^20}".rstrip(),
+    lines = [header,
+             f"{'layer_name':<{width}}{title:^42}".rstrip(),
+             f"{'':<{width}}{columns[0]:^20}{columns[1]:^20}".rstrip(),
              f"{'':<{width}}{'cos      euc':^20}{'cos      euc':^20}".rstrip(),
              "-" * (width + 42)]
     for row in rows:

@@ -23,16 +23,38 @@ def adb_devices() -> list[str]:
 
 
 def list_devices() -> tuple[list[str], list[str]]:
-    """Print and return ``(adb_devices, ntb_devices)`` in the toolkit's format."""
+    """Print and return ``(adb_devices, ntb_devices)`` in the toolkit's format, then the boards of the
+    devices file that answer (``openrknn serve``; see docs/deployment.md)."""
     adb = adb_devices()
     print("*" * 25)
     if adb:
         print("all device(s) with adb mode:")
         print(",".join(adb))
+        print("to reach one over adb, run `openrknn serve` on it, then: adb -s <serial> forward tcp:8788 tcp:8788 "
+              "and use device_id='127.0.0.1:8788'")
     else:
         print("None devices connected.")
     print("*" * 25)
+    _print_network_devices()
     return adb, []
+
+
+def _print_network_devices() -> None:
+    from openrknn.runtime import remote
+    try:
+        configured = remote.configured_devices()
+    except remote.RemoteError as e:
+        print(f"devices file: {e}")
+        return
+    if not configured:
+        return
+    answering = [(d, info) for d in configured if (info := remote.probe(d)) is not None]
+    print(f"all device(s) with openrknn serve ({remote.devices_file()}):")
+    for device, info in answering:
+        print(f"{device.name}  {device.address}  ({info.get('device')}, openrknn {info.get('server_version')})")
+    if not answering:
+        print("None of the configured devices answers.")
+    print("*" * 25)
 
 
 def find_device(device_id: str | None) -> str | None:

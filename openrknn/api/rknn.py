@@ -99,6 +99,12 @@ class RKNN(RuntimeInfo):
             raise RuntimeStateError(f"no RKNN model: call build() or load_rknn() before {api}()")
         return self._model
 
+    def _close_runtime(self) -> None:
+        close = getattr(self._runtime, "close", None)   # a board connection (openrknn/runtime/remote.py)
+        if close is not None:
+            close()
+        self._runtime = None
+
     # ---------------------------------------------------------------- config
     @api_call
     def config(self, **kwargs: Any) -> int:
@@ -224,13 +230,16 @@ class RKNN(RuntimeInfo):
                      fallback_prior_device: str = "cpu") -> int:
         """Start the runtime. ``target=None`` is the simulator; a platform name without a connected
         board also runs the simulator of that platform (with a warning)."""
+        from openrknn.runtime import remote
         from openrknn.sim.session import Simulator
         model = self._require_model("init_runtime")
+        board = None
         if target is not None:
             chip = chips.get_chip(target)
             if not any(chip.name in chips.get_chip(p).compatible for p in model.platforms):
                 raise RuntimeStateError(f"the model is built for {model.platforms}; it cannot run on {chip.name}")
-            if devices.find_device(device_id) is None:
+            board = remote.resolve_device(device_id)   # a board running `openrknn serve` (docs/deployment.md)
+            if board is None and devices.find_device(device_id) is None:
                 log.warning(f"init_runtime: no {chip.name} board connected (adb); using the {chip.name} simulator "
                             "instead: inference runs on the PC, eval_perf/eval_memory give estimates")
         if core_mask not in self.VALID_CORE_MASKS:
@@ -238,7 +247,7 @@ class RKNN(RuntimeInfo):
         if model.metadata.get("single_core_mode") and core_mask not in (0x0, 0x1, 0x2, 0x4):
             log.warning("init_runtime: the model was built with single_core_mode=True; it runs on one core")
             core_mask = self.NPU_CORE_AUTO
-        if async_mode:
+        if async_mode and board is None:
             log.warning("init_runtime: async_mode has no effect on the simulator (results are never delayed)")
         if fallback_prior_device not in ("cpu", "gpu"):
             raise RuntimeStateError("fallback_prior_device must be 'cpu' or 'gpu'")
@@ -246,9 +255,14 @@ class RKNN(RuntimeInfo):
             log.warning("Flag perf_debug has been set, it will affect the performance of inference!")
         if eval_mem:
             log.warning("Flag eval_mem has been set, it will affect the performance of inference!")
-        self._runtime = Simulator(model, self._custom_ops)
+        self._close_runtime()
         self._runtime_options = {"target": target, "perf_debug": perf_debug, "eval_mem": eval_mem,
                                  "core_mask": core_mask}
+        if board is not None:
+            self._runtime = remote.open_runtime(board, model, {**self._runtime_options, "async_mode": async_mode})
+            log.info(f"init_runtime: running on {self._runtime.label}")
+            return 0
+        self._runtime = Simulator(model, self._custom_ops)
         log.info(f"init_runtime: simulator ready ({'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
         return 0
 
@@ -268,6 +282,10 @@ class RKNN(RuntimeInfo):
         if self._runtime is None:
             raise RuntimeStateError("call init_runtime() before eval_perf()")
         chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
+        if getattr(self._runtime, "is_remote", False):
+            from openrknn.runtime import remote_report
+            return remote_report.eval_perf(self._runtime, model, chip, self._runtime_options.get("core_mask", 0),
+                                           is_print, inputs, loop_cnt, bool(self._runtime_options.get("perf_debug")))
         report = profile.estimate_perf(model, chip, core_mask=self._runtime_options.get("core_mask", 0))
         perf_debug = bool(self._runtime_options.get("perf_debug"))
         if is_print:
@@ -282,6 +300,9 @@ class RKNN(RuntimeInfo):
         if self._runtime is None or not self._runtime_options.get("eval_mem"):
             raise RuntimeStateError("When init runtime, parameter <eval_mem> should be set to True, or we can not "
                                     "eval memory!")
+        if getattr(self._runtime, "is_remote", False):
+            from openrknn.runtime import remote_report
+            return remote_report.eval_memory(self._runtime, is_print)
         chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
         report = profile.estimate_memory(model, chip)
         if is_print:
@@ -296,15 +317,26 @@ class RKNN(RuntimeInfo):
             raise RuntimeStateError("accuracy_analysis needs the original model: after load_rknn the float model "
                                     "is not available. Load the source model and build it instead")
         model = self._require_model("accuracy_analysis")
-        if target is not None:
+        from openrknn.runtime import remote
+        board = remote.resolve_device(device_id) if target is not None else None
+        if target is not None and board is None:
             log.warning(f"accuracy_analysis: no board connection; target '{target}' is compared on the simulator only")
         from openrknn.analysis import run_accuracy_analysis
-        run_accuracy_analysis(model, inputs, output_dir, self._cfg(), self._custom_ops)
+        result = run_accuracy_analysis(model, inputs, output_dir, self._cfg(), self._custom_ops)
+        if board is not None:
+            from openrknn.runtime import remote_report
+            runtime = remote.open_runtime(board, model, {"target": target})
+            try:
+                remote_report.accuracy_on_board(runtime, model, result, result.golden, output_dir)
+            finally:
+                runtime.close()
         return 0
 
     # ---------------------------------------------------------------- info
     def get_sdk_version(self) -> str:
         """The version string in the documented banner format."""
+        if getattr(self._runtime, "is_remote", False):
+            return self._runtime.sdk_version()   # the board's banner (None and an E line if it does not answer)
         text = sdk_version_text()
         print(text)
         return text
@@ -432,6 +464,6 @@ class RKNN(RuntimeInfo):
 
     def release(self) -> None:
         """Free the model and the runtime."""
-        self._runtime = None
+        self._close_runtime()
         self._model = None
         self._source = None

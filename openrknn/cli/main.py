@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("platforms", help="list supported platforms")
     p.set_defaults(func=cmd_platforms)
+    from openrknn.cli import serve
+    serve.add_parser(sub)
     return parser
 
 

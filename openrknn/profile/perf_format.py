@@ -56,14 +56,15 @@ def _note(report: PerfReport) -> str:
             f"{cores} core{'s' if cores > 1 else ''}); not measured on a board.")
 
 
-def format_toolkit2(report: PerfReport, perf_debug: bool) -> str:
+def format_toolkit2(report: PerfReport, perf_debug: bool, note: str | None = None) -> str:
     """Toolkit2 printout; ``perf_debug=False`` (and RV110x, which has no per-layer mode) prints totals only."""
     fps = f"FPS({report.npu_freq_mhz:g}MHz): {report.fps:.2f}"
+    note = note or _note(report)
     if not perf_debug or not report.per_layer_supported:
-        return "\n".join([_note(report), _RULE, *_totals(report), _RULE, fps])
+        return "\n".join([note, _RULE, *_totals(report), _RULE, fps])
     table = _table(layer_columns(report), [_row(r, report.cores) for r in report.layers])
     rule = "-" * max(len(_RULE), max(len(line) for line in table))
-    lines = [_note(report), rule, "Network Layer Information Table".center(len(rule)).rstrip(), rule,
+    lines = [note, rule, "Network Layer Information Table".center(len(rule)).rstrip(), rule,
              table[0], rule, *table[1:], rule, *_totals(report), rule, ""]
     rank_rows = [[r["op_type"], str(r["calls"]), str(round(r["cpu"])), str(round(r["gpu"])), str(round(r["npu"])),
                   str(round(r["total"])), f"{r['ratio']:.2f}%"] for r in report.ranking()]
@@ -88,8 +89,9 @@ def _toolkit1_name(r: LayerPerf) -> str:
     return TOOLKIT1_NAME.get(r.kind, r.name)
 
 
-def format_perf(report: PerfReport, perf_debug: bool) -> str:
-    """The text ``eval_perf(is_print=True)`` prints for ``report``.
+def format_perf(report: PerfReport, perf_debug: bool, note: str | None = None) -> str:
+    """The text ``eval_perf(is_print=True)`` prints for ``report`` (``note``: the first line, for
+    timings measured on a board instead of estimated).
 
     Example:
         >>> from openrknn.chips import get_chip
@@ -100,5 +102,5 @@ def format_perf(report: PerfReport, perf_debug: bool) -> str:
         True
     """
     if report.toolkit == 1:
-        return format_toolkit1(report)
-    return format_toolkit2(report, perf_debug)
+        return format_toolkit1(report) if note is None else note + "\n" + format_toolkit1(report)
+    return format_toolkit2(report, perf_debug, note)

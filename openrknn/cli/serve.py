@@ -1,0 +1,59 @@
+"""``openrknn serve``: run the board server (see openrknn/runtime/server.py and docs/deployment.md)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from openrknn import log
+from openrknn.runtime import protocol
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve this board to PCs: init_runtime(target=..., device_id='host:port')")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: reach it via an adb/ssh tunnel; 0.0.0.0 for the LAN)")
+    p.add_argument("--port", type=int, default=protocol.DEFAULT_PORT, help="TCP port (default %(default)s; 0 = any free)")
+    p.add_argument("--token-file", default=None,
+                   help="where the token is kept (default ~/.config/openrknn/server_token; made 0600 on first start)")
+    p.add_argument("--tls-cert", default=None, help="PEM certificate: serve over TLS (with --tls-key)")
+    p.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
+    p.add_argument("--device-name", default=None, help="name reported to clients (default: host name)")
+    p.add_argument("--max-contexts", type=int, default=4, help="models loaded at once (default %(default)s)")
+    p.add_argument("--max-clients", type=int, default=16, help="connections at once (default %(default)s)")
+    p.add_argument("--max-frame-mb", type=int, default=protocol.DEFAULT_MAX_FRAME_MB,
+                   help="largest message, MiB (bounds model size; default %(default)s)")
+    p.add_argument("--idle-timeout", type=float, default=600.0, help="close a silent connection after N s")
+    p.add_argument("--port-file", default=None, help="write the bound port there once listening (for scripts)")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import socket
+
+    from openrknn.runtime.server import ServeSettings, default_token_path, load_or_create_token, serve, tls_context
+    if (args.tls_cert is None) != (args.tls_key is None):
+        log.error("serve: --tls-cert and --tls-key go together")
+        return 1
+    if min(args.max_contexts, args.max_clients, args.max_frame_mb) < 1:
+        log.error("serve: --max-contexts, --max-clients and --max-frame-mb must be at least 1")
+        return 1
+    token, created = load_or_create_token(args.token_file or default_token_path())
+    if created:
+        print(f"token: {token}", flush=True)
+        log.info(f"serve: a new token was stored in {args.token_file or default_token_path()} (mode 0600); "
+                 "give it to the PC as OPENRKNN_TOKEN or in ~/.config/openrknn/devices.yaml")
+    settings = ServeSettings(token=token, device=args.device_name or socket.gethostname(),
+                             max_frame_bytes=args.max_frame_mb * 1024 * 1024, max_contexts=args.max_contexts,
+                             max_clients=args.max_clients, idle_timeout_s=args.idle_timeout,
+                             tls=tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None)
+
+    def ready(port: int) -> None:
+        if args.port_file:
+            with open(args.port_file + ".tmp", "w", encoding="ascii") as handle:
+                handle.write(f"{port}\n")
+            os.replace(args.port_file + ".tmp", args.port_file)
+        sys.stdout.flush()
+
+    serve(args.host, args.port, settings, ready)
+    return 0
