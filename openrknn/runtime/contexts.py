@@ -90,8 +90,8 @@ class Context:
             times.append((time.perf_counter_ns() - start) / 1000.0)
         timing = {"runs": loop_cnt, "total_time_us": float(np.median(times)), "min_time_us": float(min(times)),
                   "max_time_us": float(max(times)), "layers": None}
-        backend = getattr(self.lite, "eval_perf", None)   # a board backend with per-layer timings (perf detail)
-        if callable(backend):
+        if getattr(self.lite, "has_board_figures", False):   # a board backend with per-layer timings
+            backend = self.lite.eval_perf
             with self.lock, captured_errors() as errors:
                 report = _checked(backend(is_print=False), "eval_perf", errors)
             layers = report.get("layers") if isinstance(report, dict) else None
@@ -101,8 +101,8 @@ class Context:
         return timing
 
     def memory(self) -> dict[str, Any]:
-        backend = getattr(self.lite, "eval_memory", None)   # a board backend with NPU memory counters
-        if callable(backend):
+        if getattr(self.lite, "has_board_figures", False):   # a board backend with NPU memory counters
+            backend = self.lite.eval_memory
             with self.lock, captured_errors() as errors:
                 return {"backend": _checked(backend(is_print=False), "eval_memory", errors),
                         "model_size": self.model_size, "rss_delta": self.rss_delta}

@@ -115,6 +115,11 @@ class RKNNLite(RuntimeInfo):
         """librknnrt only (init_runtime(eval_mem=True)): weight, internal, other and total memory in bytes."""
         return self._require_rockchip("eval_memory").eval_memory(is_print)
 
+    @property
+    def has_board_figures(self) -> bool:
+        """Whether ``eval_perf`` / ``eval_memory`` report the runtime's own figures (librknnrt)."""
+        return self._rockchip is not None
+
     def _require_rockchip(self, name: str) -> Any:
         if self._rockchip is None:
             raise NotSupportedError(f"RKNNLite.{name} reports librknnrt's own figures, so it needs a Rockchip-compiled "

@@ -297,6 +297,7 @@ def test_backend_per_layer_timings_and_memory_counters(built, monkeypatch, capsy
     from openrknn.runtime.server import BoardServer, ServeSettings
     monkeypatch.setattr(RKNNLite, "eval_perf", _fake_perf, raising=False)
     monkeypatch.setattr(RKNNLite, "eval_memory", _fake_memory, raising=False)
+    monkeypatch.setattr(RKNNLite, "has_board_figures", True, raising=False)
     board = BoardServer(("127.0.0.1", 0), ServeSettings(token="k" * 20, device="measuring-board"))
     threading.Thread(target=board.serve_forever, daemon=True).start()
     try:
