@@ -56,6 +56,16 @@ def load_dataset(path: str, input_specs: Sequence[TensorSpec],
     return samples
 
 
+def load_files(files: Sequence[str], input_specs: Sequence[TensorSpec], rgb2bgr: bool | Sequence[bool] = False,
+               where: str = "sample") -> list[np.ndarray]:
+    """One sample from its files (one per input), read exactly as a calibration line is."""
+    if len(files) != len(input_specs):
+        raise QuantizationError(f"{where}: {len(files)} file(s) for a model with {len(input_specs)} input(s) "
+                                f"{[s.name for s in input_specs]}; give one file per input")
+    flags = _flags(rgb2bgr, len(input_specs))
+    return [_load_one(f, spec, flag, where) for f, spec, flag in zip(files, input_specs, flags)]
+
+
 def _read_lines(path: str) -> list[tuple[int, str]]:
     if not path or not os.path.isfile(path):
         raise QuantizationError(f"dataset file '{path}' does not exist")
@@ -157,4 +167,4 @@ def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str) -> np.nd
     return np.ascontiguousarray(batch.astype(_np_dtype(spec), copy=False))
 
 
-__all__ = ["IMAGE_EXTENSIONS", "load_dataset"]
+__all__ = ["IMAGE_EXTENSIONS", "load_dataset", "load_files"]
