@@ -216,8 +216,9 @@ def test_cli_compare(classification, tmp_path, capsys):
     from openrknn.cli.main import main
     root, model, _ = classification
     code = main(["eval", str(model), "--dataset", str(root / "images"), "--labels", str(root / "labels.txt"),
-                 "--compare", "fp16,normal", "--calibration", str(root / "calib.txt"), "--workers", "1",
-                 "--cache", str(tmp_path / "c.sqlite")])
+                 "--compare", "fp16,normal,mmse,w8a16,auto_hybrid", "-t", "rk3562", "--calibration",
+                 str(root / "calib.txt"), "--workers", "1", "--cache", str(tmp_path / "c.sqlite")])
     out = capsys.readouterr().out
     assert code == 0
-    assert all(name in out for name in ("float", "fp16", "normal", "top1"))
+    assert all(name in out for name in ("float ", "fp16 ", "normal ", "mmse ", "w8a16 ", "auto_hybrid ", "top1"))
+    assert main(["eval", str(model), "--dataset", str(root / "images"), "--compare", "int3"]) == 1
