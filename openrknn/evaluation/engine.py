@@ -208,8 +208,11 @@ class _Backend:
         self.in_flight = 2 * count
         if count > 1:
             import multiprocessing
-            # spawn: a forked copy of a process that already ran onnxruntime sessions can hang
-            self._pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"),
+            # fork where there is fork: "spawn" re-runs the caller's main module in every worker, which
+            # breaks vendor-style scripts without an `if __name__ == "__main__":` guard. The workers
+            # only make sessions of their own, never touch the parent's.
+            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            self._pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context(method),
                                              initializer=_pool_init, initargs=(columns,))
 
     def _start_ray(self, address: str) -> None:
