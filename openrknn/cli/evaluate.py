@@ -100,6 +100,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
                             workers=args.workers, ray_address=args.ray_address, cache=cache,
                             per_class=args.per_class)
     if args.json_path:
-        with open(args.json_path, "w", encoding="utf-8") as handle:
-            json.dump(report.to_dict(), handle, indent=2, default=float)
+        from openrknn.model_file.container import write_atomic
+        write_atomic(args.json_path, json.dumps(report.to_dict(), indent=2, default=float).encode())
     return 0

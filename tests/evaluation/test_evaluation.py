@@ -222,3 +222,15 @@ def test_cli_compare(classification, tmp_path, capsys):
     assert code == 0
     assert all(name in out for name in ("float ", "fp16 ", "normal ", "mmse ", "w8a16 ", "auto_hybrid ", "top1"))
     assert main(["eval", str(model), "--dataset", str(root / "images"), "--compare", "int3"]) == 1
+    assert "'int3' is not a build setting" in capsys.readouterr().out
+
+
+def test_evaluate_bad_input_returns_none(classification, tmp_path, capsys):
+    root, model, _ = classification
+    rknn = built(model)
+    assert rknn.evaluate(str(tmp_path / "missing"), cache=None) is None
+    assert "E evaluate: evaluation dataset" in capsys.readouterr().out
+    (tmp_path / "broken.txt").write_text("images/im00.png\nnot_there.png\n")
+    (tmp_path / "images").symlink_to(root / "images")
+    assert rknn.evaluate(str(tmp_path / "broken.txt"), workers=1, cache=None) is None
+    assert "not_there.png" in capsys.readouterr().out
