@@ -14,7 +14,7 @@ import os
 import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from openrknn import log
@@ -39,7 +39,6 @@ class EvalReport:
     cached: int = 0            # (model, image) records found in the cache
     seconds: float = 0.0
     backend: str = "local"
-    per_class: bool = field(default=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task, "images": self.images, "computed": self.computed, "cached": self.cached,

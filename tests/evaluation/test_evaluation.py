@@ -84,6 +84,10 @@ def test_folder_classes_and_bad_inputs(classification, tmp_path):
     Image.new("RGB", (8, 8)).save(tmp_path / "dog" / "b.png")
     data = open_dataset(str(tmp_path))
     assert data.task == "classification" and [s.label for s in data.samples] == [0, 1]
+    listing = open_dataset(str(root / "calib.txt"), labels=str(root / "labels.txt"))   # matched by basename
+    assert listing.task == "classification" and [s.key for s in listing.samples][:2] == ["images/im00.png",
+                                                                                        "images/im01.png"]
+    assert open_dataset(str(root / "calib.txt")).task == "cosine"
     with pytest.raises(ConfigError, match="does not exist"):
         open_dataset(str(tmp_path / "missing"))
     with pytest.raises(ConfigError, match="needs COCO"):
@@ -124,6 +128,13 @@ def detection_set(root: Path) -> Path:
     return root / "instances.json"
 
 
+def ssd_rows(outputs, input_size):
+    """A user post-processing function: the SSD rows as (x1, y1, x2, y2, score, class)."""
+    rows = outputs[0].reshape(-1, 7)
+    rows = rows[rows[:, 1] >= 1]
+    return np.column_stack([rows[:, 3:7], rows[:, 2], rows[:, 1] - 1])
+
+
 def test_detection_map_matches_hand_computation(tmp_path):
     pytest.importorskip("pycocotools", reason="detection mAP needs pycocotools (openrknn[eval])")
     instances = detection_set(tmp_path)
@@ -134,6 +145,8 @@ def test_detection_map_matches_hand_computation(tmp_path):
     # last box matches, else 0.
     ap_match = (51 + 50 * 2 / 3) / 101
     ap_miss = 51 / 101
+    by_function = rknn.evaluate(str(instances), decoder=ssd_rows, workers=1, cache=None, is_print=False)
+    assert by_function["models"] == result["models"]
     for row in result["models"]:
         assert row["map50"] == pytest.approx(ap_match, abs=1e-9)
         assert row["map"] == pytest.approx((5 * ap_match + 5 * ap_miss) / 10, abs=1e-9)
@@ -221,6 +234,12 @@ def test_cli_compare(classification, tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0
     assert all(name in out for name in ("float ", "fp16 ", "normal ", "mmse ", "w8a16 ", "auto_hybrid ", "top1"))
+    # the same builds made again hash the same: everything comes from the cache
+    assert main(["eval", str(model), "--dataset", str(root / "images"), "--labels", str(root / "labels.txt"),
+                 "--compare", "fp16,w8a16", "-t", "rk3562", "--calibration", str(root / "calib.txt"),
+                 "--workers", "1", "--cache", str(tmp_path / "c.sqlite"), "--json", str(tmp_path / "r.json")]) == 0
+    assert "0 result(s) computed, 36 from the cache" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r.json").read_text())["models"][2]["name"] == "w8a16"
     assert main(["eval", str(model), "--dataset", str(root / "images"), "--compare", "int3"]) == 1
     assert "'int3' is not a build setting" in capsys.readouterr().out
 
