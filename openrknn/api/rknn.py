@@ -43,7 +43,7 @@ def api_call(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory"}
+_RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory", "evaluate"}
 
 
 class RKNN(RuntimeInfo):
@@ -331,6 +331,27 @@ class RKNN(RuntimeInfo):
             finally:
                 runtime.close()
         return 0
+
+    @api_call
+    def evaluate(self, dataset: str, labels: str | None = None, task: str | None = None, decoder: Any = None,
+                 top_k: int = 5, workers: int | None = None, ray_address: str | None = None,
+                 cache: str | bool | None = True, images_dir: str | None = None, per_class: bool = False,
+                 is_print: bool = True) -> dict[str, Any] | None:
+        """Run the float model and the built model over a dataset and report the task metric side by
+        side (docs/evaluation.md); the report as a dict, None on failure.
+
+        ``cache``: True = ~/.cache/openrknn/eval.sqlite, a path, or None/False for none.
+        """
+        from openrknn.evaluation import evaluate_built
+        from openrknn.evaluation.cache import default_cache_path
+        model = self._require_model("evaluate")
+        name = model.quantized_dtype if model.is_quantized else model.float_dtype
+        report = evaluate_built([(str(name), model)], dataset, labels, images_dir, task, decoder, top_k,
+                                workers=workers, ray_address=ray_address,
+                                cache=default_cache_path() if cache is True else cache or None,
+                                rgb2bgr=getattr(self._cfg(), "quant_img_RGB2BGR", False), per_class=per_class,
+                                is_print=is_print)
+        return report.to_dict()
 
     # ---------------------------------------------------------------- info
     def get_sdk_version(self) -> str:

@@ -1,4 +1,4 @@
-"""The ``openrknn`` command: convert, info, run, demo, platforms."""
+"""The ``openrknn`` command: convert, info, run, demo, eval, platforms."""
 from __future__ import annotations
 
 import argparse
@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", dest="output_dir", default=None)
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_demo)
+    from openrknn.cli.evaluate import add_eval_parser
+    add_eval_parser(sub)
     p = sub.add_parser("platforms", help="list supported platforms")
     p.set_defaults(func=cmd_platforms)
     from openrknn.cli import serve

@@ -51,9 +51,19 @@ def load_dataset(path: str, input_specs: Sequence[TensorSpec],
                                     f"{len(input_specs)} input(s) {[s.name for s in input_specs]}; list one file "
                                     "per input, separated by spaces")
         where = f"dataset '{path}' line {number}"
-        samples.append([_load_one(os.path.join(base, f), spec, flag, where)
-                        for f, spec, flag in zip(files, input_specs, flags)])
+        samples.append(load_files([os.path.join(base, f) for f in files], input_specs, flags, where))
     return samples
+
+
+def load_files(files: Sequence[str], input_specs: Sequence[TensorSpec], rgb2bgr: bool | Sequence[bool] = False,
+               where: str = "sample", warn_resize: bool = True) -> list[np.ndarray]:
+    """One sample from its files (one per input), read exactly as a calibration line is
+    (``warn_resize=False``: resize images of another size silently)."""
+    if len(files) != len(input_specs):
+        raise QuantizationError(f"{where}: {len(files)} file(s) for a model with {len(input_specs)} input(s) "
+                                f"{[s.name for s in input_specs]}; give one file per input")
+    flags = _flags(rgb2bgr, len(input_specs))
+    return [_load_one(f, spec, flag, where, warn_resize) for f, spec, flag in zip(files, input_specs, flags)]
 
 
 def _read_lines(path: str) -> list[tuple[int, str]]:
@@ -78,14 +88,14 @@ def _flags(rgb2bgr: bool | Sequence[bool], count: int) -> list[bool]:
     return [bool(rgb2bgr)] * count
 
 
-def _load_one(file: str, spec: TensorSpec, rgb2bgr: bool, where: str) -> np.ndarray:
+def _load_one(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_resize: bool = True) -> np.ndarray:
     if not os.path.isfile(file):
         raise QuantizationError(f"{where}: file '{file}' does not exist")
     ext = os.path.splitext(file)[1].lower()
     if ext == ".npy":
         return _load_npy(file, spec, where)
     if ext in IMAGE_EXTENSIONS:
-        return _load_image(file, spec, rgb2bgr, where)
+        return _load_image(file, spec, rgb2bgr, where, warn_resize)
     raise QuantizationError(f"{where}: '{file}' has an unsupported type '{ext}'; use jpg, jpeg, png, bmp or npy")
 
 
@@ -129,7 +139,7 @@ def _image_geometry(spec: TensorSpec, file: str, where: str) -> tuple[int, int, 
     return shape[2], shape[3], shape[1]
 
 
-def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str) -> np.ndarray:
+def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_resize: bool = True) -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     height, width, channels = _image_geometry(spec, file, where)
@@ -140,9 +150,10 @@ def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str) -> np.nd
     try:
         with Image.open(file) as img:
             img = img.convert(mode)
-            if img.size != (width, height):
+            if img.size != (width, height) and warn_resize:
                 log.warning(f"dataset: '{file}' is {img.size[0]}x{img.size[1]}, resized to the model input "
                             f"{width}x{height}")
+            if img.size != (width, height):
                 img = img.resize((width, height), Image.BILINEAR)
             pixels = np.asarray(img, dtype=np.float32)
     except (UnidentifiedImageError, OSError, ValueError) as e:
@@ -157,4 +168,4 @@ def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str) -> np.nd
     return np.ascontiguousarray(batch.astype(_np_dtype(spec), copy=False))
 
 
-__all__ = ["IMAGE_EXTENSIONS", "load_dataset"]
+__all__ = ["IMAGE_EXTENSIONS", "load_dataset", "load_files"]

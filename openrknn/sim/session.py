@@ -6,6 +6,7 @@ float32, in the original model's layout. ``rknn_batch_size=N`` models take N sta
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Sequence
 
@@ -100,15 +101,16 @@ class GraphRunner:
     ``run(feeds)`` returns the values of ``output_names`` (the graph outputs, in order).
     """
 
-    def __init__(self, graph: onnx.ModelProto, custom_ops: CustomOpRegistry | None = None) -> None:
+    def __init__(self, graph: onnx.ModelProto, custom_ops: CustomOpRegistry | None = None, threads: int = 0) -> None:
         self.input_types = {v.name: _elem_np_type(v) for v in graph.graph.input}
         self.output_names = [v.name for v in graph.graph.output]
         if has_custom_ops(graph):
-            self._partitioned: PartitionedRunner | None = PartitionedRunner(graph, custom_ops, make_session)
+            sessions = functools.partial(make_session, threads=threads)
+            self._partitioned: PartitionedRunner | None = PartitionedRunner(graph, custom_ops, sessions)
             self._session = None
         else:
             self._partitioned = None
-            self._session = make_session(graph)
+            self._session = make_session(graph, threads)
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         if self._partitioned is not None:
@@ -120,12 +122,12 @@ class GraphRunner:
 
 
 class Simulator:
-    """An initialised simulator runtime for one model."""
+    """An initialised simulator runtime for one model (``threads``: onnxruntime intra-op threads, 0 = all cores)."""
 
-    def __init__(self, model: RKNNModel, custom_ops: CustomOpRegistry | None = None) -> None:
+    def __init__(self, model: RKNNModel, custom_ops: CustomOpRegistry | None = None, threads: int = 0) -> None:
         self.model = model
         self.custom_ops = custom_ops
-        self.session = GraphRunner(lower(model), custom_ops)
+        self.session = GraphRunner(lower(model), custom_ops, threads)
         self._pass_through_session: GraphRunner | None = None
 
     def run(self, inputs: Sequence[Any], data_format: Sequence[str] | str | None = None,
