@@ -1,0 +1,131 @@
+"""The workbench app through Starlette's TestClient: the whole flow, and bad input shown at its field."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from openrknn.model_file import load_model_bytes
+from tests.ui.conftest import wait_job
+
+from starlette.testclient import TestClient  # noqa: E402 - after the importorskip in conftest
+
+from openrknn.ui.app import create_app
+
+
+@pytest.fixture
+def client(tmp_path: Path):
+    app = create_app(str(tmp_path / "work"))
+    with TestClient(app) as c:
+        c.bench = app.state.bench
+        yield c
+
+
+def upload_model(client, path: Path, name: str | None = None):
+    with open(path, "rb") as handle:
+        return client.post("/model", data={"framework": "onnx"},
+                           files={"model_file": (name or path.name, handle.read())}, follow_redirects=False)
+
+
+def start(client, url: str, **kwargs) -> int:
+    response = client.post(url, follow_redirects=False, **kwargs)
+    assert response.status_code == 303, response.text
+    job_id = int(response.headers["location"].rsplit("/", 1)[1])
+    assert wait_job(client.bench, job_id) == "done", client.bench.runner.jobs[job_id].lines
+    return job_id
+
+
+def files_under(folder: str) -> list[str]:
+    return [os.path.join(d, f) for d, _, names in os.walk(folder) for f in names]
+
+
+def test_every_page_renders_before_a_model(client):
+    for url in ("/", "/config", "/job", "/graph", "/accuracy", "/perf", "/hybrid", "/inference", "/export"):
+        response = client.get(url)
+        assert response.status_code == 200 and "<nav" not in response.text and "<header>" in response.text, url
+
+
+def test_convert_analyse_export_flow(client, small_model, tmp_path):
+    model, calib = small_model
+    assert upload_model(client, model).headers["location"] == "/config"
+    start(client, "/config", data={"target_platform": "rk3588", "mean_values": "0 0 0", "std_values": "255 255 255",
+                                   "do_quantization": "on", "dataset": str(calib)})
+    graph = client.get("/graph").text
+    count = int(re.search(r'id="layer-count">(\d+) layers', graph).group(1))
+    assert count == graph.count('<g class="layer"') and count >= 4
+    assert 'data-dtype="int8"' in graph
+
+    start(client, "/accuracy", files={"image": ("c0.npy", (calib / "c0.npy").read_bytes())})
+    page = client.get("/accuracy").text
+    rows = client.bench.analysis_rows()
+    assert page.count('data-series="single"') == sum(r["single_cos"] is not None for r in rows
+                                                     if r["entire_cos"] is not None or r["single_cos"] is not None)
+    layer = rows[-1]["tensor"]
+    detail = client.get("/accuracy", params={"layer": layer}).text
+    assert 'data-series="float (golden)"' in detail and 'data-series="simulator"' in detail
+    assert client.get("/files/analysis/error_analysis.html").status_code == 200
+    assert client.get("/files/../small.onnx").status_code == 404
+
+    start(client, "/perf", data={"chips": ["rk3588", "rk3566"]})
+    perf = client.get("/perf").text
+    assert re.findall(r'class="bar" data-label="(rk\d+)"', perf) == ["rk3588", "rk3566"]
+    assert "eval_memory" in perf
+
+    candidates = [name for name, op in client.bench.hybrid_candidates() if op == "Conv"]
+    start(client, "/hybrid", data={"layers": candidates})
+    assert candidates and set(candidates) <= set(client.bench.float_layers())
+
+    start(client, "/inference", files={"image": ("c1.npy", (calib / "c1.npy").read_bytes())})
+    assert len(re.findall(r"<tr><td>\d+</td>", client.get("/inference").text)) == 5
+
+    assert client.post("/export", follow_redirects=False).status_code == 303
+    data = client.get("/download").content
+    assert data == Path(client.bench.export_path).read_bytes()
+    assert load_model_bytes(data).is_quantized
+
+
+def test_wrong_file_is_rejected_at_its_field_and_removed(client, tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("not a model")
+    response = upload_model(client, bad)
+    assert response.status_code == 400
+    assert re.search(r'id="error-model">[^<]*bad\.onnx', response.text)
+    assert files_under(client.bench.work_dir) == []
+
+
+def test_wrong_mean_count_is_shown_next_to_mean_values(client, small_model):
+    model, calib = small_model
+    upload_model(client, model)
+    response = client.post("/config", data={"target_platform": "rk3588", "mean_values": "1 2", "std_values": "1 1"},
+                           follow_redirects=False)
+    job_id = int(response.headers["location"].rsplit("/", 1)[1])
+    assert wait_job(client.bench, job_id) == "failed"
+    page = client.get("/config").text
+    assert re.search(r'id="error-mean_values">[^<]*mean_values[^<]*2 value', page)
+    assert not os.path.exists(os.path.join(client.bench.work_dir, "exports"))
+    # config()'s own check (mean and std lengths differ) is shown at once, nothing started
+    response = client.post("/config", data={"mean_values": "0 0 0", "std_values": "1 1"})
+    assert response.status_code == 400 and 'id="error-mean_values"' in response.text
+
+
+def test_empty_dataset_folder_is_shown_next_to_dataset(client, small_model, tmp_path):
+    model, _ = small_model
+    upload_model(client, model)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    response = client.post("/config", data={"target_platform": "rk3588", "do_quantization": "on",
+                                            "dataset": str(empty)})
+    assert response.status_code == 400
+    assert re.search(r'id="error-dataset">[^<]*empty[^<]*no calibration file', response.text)
+    assert not os.path.exists(os.path.join(client.bench.work_dir, "datasets"))
+
+
+def test_ui_without_the_extra_names_it(monkeypatch, capsys):
+    from openrknn import ui
+    from openrknn.cli.main import main
+    monkeypatch.setattr(ui, "missing_packages", lambda: ["starlette"])
+    assert main(["ui", "--no-browser"]) == 1
+    assert "E ui: the workbench needs the 'ui' extra" in capsys.readouterr().out
