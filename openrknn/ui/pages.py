@@ -122,7 +122,8 @@ def job_page(bench: Workbench, job_id: int | None) -> str:
         return frame(bench, "/job", "Progress", "<p>No job has run yet.</p>")
     body = (f'<p>{esc(job.title)}: <b id="state">{esc(job.state)}</b></p><pre class="log" id="log">'
             f'{esc(chr(10).join(job.lines))}</pre>')
-    script = f"<script>const JOB={job.id};</script>{POLL}" if job.state == "running" else ""
+    # /job/<id> (where a started job lands) follows the job to its result page; /job only shows the last one
+    script = f"<script>const JOB={job.id};</script>{POLL}" if job_id or job.state == "running" else ""
     return frame(bench, "/job", "Progress", body + script)
 
 
