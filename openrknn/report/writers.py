@@ -43,24 +43,29 @@ def perf_body(reports: Sequence[Any], top: int = 40) -> str:
 
     ``reports``: :class:`openrknn.profile.perf.PerfReport` objects of one model on one or more chips.
     """
+    width = 900 if len(reports) == 1 else 560
     parts = []
     if len(reports) > 1:
         parts.append(bar_chart([r.chip for r in reports], [r.total_time_us for r in reports],
                                title="total time per chip", unit="us"))
+    parts.append('<div class="side-by-side" style="display:flex;gap:16px;align-items:flex-start">')
     for report in reports:
         slow = sorted(report.layers, key=lambda layer: -layer.time_us)[:top]
-        parts.append(f'<h2>{esc(report.chip)}: {report.total_time_us} us, {report.fps:.1f} FPS, '
-                     f'{len(report.layers)} layers</h2>')
-        parts.append(bar_chart([f"{layer.id} {layer.op_type} {layer.name}" for layer in slow],
-                               [layer.time_us for layer in slow], unit="us",
-                               title=f"time per layer (slowest {len(slow)}; blue NPU, orange CPU)",
-                               colors=[TARGET_COLORS.get(layer.target, "#777") for layer in slow]))
         ranking = report.ranking()
-        parts.append(bar_chart([r["op_type"] for r in ranking], [r["total"] for r in ranking], unit="us",
-                               title="time by op kind"))
-        parts.append(table(["ID", "OpType", "DataType", "Target", "Time(us)", "FullName"],
-                           [(layer.id, layer.op_type, layer.data_type, layer.target, round(layer.time_us),
-                             layer.full_name) for layer in report.layers], "layers"))
+        parts.append(
+            f'<div class="chip"><h2>{esc(report.chip)}: {report.total_time_us} us, {report.fps:.1f} FPS, '
+            f'{len(report.layers)} layers</h2>'
+            + bar_chart([f"{layer.id} {layer.op_type} {layer.name}" for layer in slow],
+                        [layer.time_us for layer in slow], unit="us", width=width,
+                        title=f"time per layer (slowest {len(slow)}; blue NPU, orange CPU)",
+                        colors=[TARGET_COLORS.get(layer.target, "#777") for layer in slow])
+            + bar_chart([r["op_type"] for r in ranking], [r["total"] for r in ranking], unit="us", width=width,
+                        title="time by op kind")
+            + table(["ID", "OpType", "DataType", "Target", "Time(us)", "FullName"],
+                    [(layer.id, layer.op_type, layer.data_type, layer.target, round(layer.time_us),
+                      layer.full_name) for layer in report.layers], "layers")
+            + "</div>")
+    parts.append("</div>")
     return "".join(parts)
 
 

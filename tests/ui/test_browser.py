@@ -22,6 +22,7 @@ if find_browser() is None:
                 allow_module_level=True)
 
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from openrknn.ui.app import create_app  # noqa: E402
@@ -59,7 +60,9 @@ def shot(driver, name: str) -> None:
 
 def submit(driver, until_path: str, limit_s: float = 60) -> None:
     """Press the form's button and wait until the browser lands on ``until_path`` (jobs redirect)."""
+    page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.ID, "submit").click()
+    WebDriverWait(driver, limit_s, 0.05).until(staleness_of(page))   # left the form (it may post to itself)
     WebDriverWait(driver, limit_s, 0.1).until(lambda d: d.current_url.split("?")[0].endswith(until_path)
                                               and d.execute_script("return document.readyState") == "complete")
 
@@ -85,26 +88,27 @@ def fill(driver, **values: str) -> None:
 
 
 def convert_and_analyse(driver, url: str, bench, model: Path, calib: Path, size: str, inputs: str,
-                        mean: str, std: str, screenshots: bool) -> int:
+                        mean: str, std: str, prefix: str) -> int:
+    """Model → config & build → graph → accuracy (click the worst dot); screenshots named ``prefix*``."""
+    def snap(name: str) -> None:
+        shot(driver, prefix + name)
+
     pick_model(driver, url, model, size, inputs)
-    if screenshots:
-        shot(driver, "1-model")
+    snap("1-model")
     submit(driver, "/config")
     fill(driver, target_platform="rk3588", mean_values=mean, std_values=std, do_quantization="on",
          dataset=str(calib))
-    if screenshots:
-        shot(driver, "2-config")
+    snap("2-config")
     driver.find_element(By.ID, "submit").click()
     WebDriverWait(driver, 10, 0.05).until(lambda d: "/job/" in d.current_url or d.current_url.endswith("/graph"))
-    if screenshots and "/job/" in driver.current_url:
-        shot(driver, "3-build-progress")
+    if "/job/" in driver.current_url:
+        snap("3-build-progress")
     WebDriverWait(driver, 90, 0.1).until(lambda d: d.current_url.endswith("/graph"))
     text = driver.find_element(By.ID, "layer-count").text
     count = int(re.match(r"(\d+) layers", text).group(1))
     assert count == len(driver.find_elements(By.CSS_SELECTOR, "#layer-graph g.layer"))
     assert driver.find_elements(By.CSS_SELECTOR, '#layer-graph g.layer[data-dtype="int8"]')
-    if screenshots:
-        shot(driver, "4-graph")
+    snap("4-graph")
 
     driver.get(url + "/accuracy")
     submit(driver, "/accuracy")
@@ -115,13 +119,14 @@ def convert_and_analyse(driver, url: str, bench, model: Path, calib: Path, size:
     assert [d.get_attribute("data-label") for d in dots] == [r["tensor"] for r in scored]
     assert [float(d.get_attribute("data-value")) for d in dots] == pytest.approx([r["single_cos"] for r in scored],
                                                                                    rel=1e-5)
-    target = scored[-1]["tensor"]
-    driver.execute_script("arguments[0].parentNode.dispatchEvent(new MouseEvent('click', {bubbles: true}))", dots[-1])
+    worst = min(range(len(scored)), key=lambda i: scored[i]["single_cos"])   # click the worst layer's dot
+    target = scored[worst]["tensor"]
+    driver.execute_script("arguments[0].parentNode.dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+                          dots[worst])
     WebDriverWait(driver, 10, 0.1).until(lambda d: d.find_elements(By.ID, "selected-layer"))
     assert driver.find_element(By.ID, "selected-layer").text == target
     assert driver.find_elements(By.CSS_SELECTOR, 'rect.bin[data-series="simulator"]')
-    if screenshots:
-        shot(driver, "5-accuracy")
+    snap("5-accuracy")
     return count
 
 
@@ -143,8 +148,7 @@ def export_and_download(driver, url: str, bench, downloads: Path) -> bytes:
 def test_convert_analyse_export_in_the_browser(browser, workbench, small_model, downloads):
     url, bench = workbench
     model, calib = small_model
-    screenshots = bool(os.environ.get("OPENRKNN_UI_SCREENSHOTS"))
-    convert_and_analyse(browser, url, bench, model, calib, "", "", "0 0 0", "255 255 255", screenshots)
+    convert_and_analyse(browser, url, bench, model, calib, "", "", "0 0 0", "255 255 255", "")
 
     browser.get(url + "/perf")
     fill(browser, **{"chip-rk3566": "on"})
@@ -152,28 +156,24 @@ def test_convert_analyse_export_in_the_browser(browser, workbench, small_model, 
     chips = [b.get_attribute("data-label") for b in browser.find_elements(By.CSS_SELECTOR, "svg.bar-chart")[0]
              .find_elements(By.CSS_SELECTOR, "rect.bar")]
     assert chips == ["rk3566", "rk3588"] or chips == ["rk3588", "rk3566"]
-    if screenshots:
-        shot(browser, "6-perf")
+    shot(browser, "6-perf")
 
     browser.get(url + "/hybrid")
     conv = next(name for name, op in bench.hybrid_candidates() if op == "Conv")
     browser.find_element(By.ID, f"layer-{conv}").click()
     submit(browser, "/hybrid")
     assert conv in browser.find_element(By.ID, "float-layers").text
-    if screenshots:
-        shot(browser, "7-hybrid")
+    shot(browser, "7-hybrid")
 
     browser.get(url + "/inference")
     browser.find_element(By.ID, "image").send_keys(str(calib / "c1.npy"))
     submit(browser, "/inference")
     assert len(browser.find_elements(By.CSS_SELECTOR, "table.top5 tr")) == 6    # header + five classes
-    if screenshots:
-        shot(browser, "8-inference")
+    shot(browser, "8-inference")
 
     data = export_and_download(browser, url, bench, downloads)
     assert load_model_bytes(data).is_quantized
-    if screenshots:
-        shot(browser, "9-export")
+    shot(browser, "9-export")
 
 
 @pytest.mark.integration
@@ -189,10 +189,16 @@ def test_pp_ocr_cls_in_the_browser(browser, workbench, shared_data, tmp_path, do
         with Image.open(shared_data / "images" / name) as img:
             img.convert("RGB").resize((192, 48)).save(calib / name)
     count = convert_and_analyse(browser, url, bench, model, calib, "1,3,48,192", "x", "123.675 116.28 103.53",
-                                "58.395 57.12 57.375", False)
+                                "58.395 57.12 57.375", "ocr-")
     assert count > 20
     data = export_and_download(browser, url, bench, downloads)
     assert load_model_bytes(data).inputs[0].shape[-2:] in ([48, 192], [192, 3])
+
+
+def error_at(driver, field: str, limit_s: float = 30) -> str:
+    """The error text shown next to ``field`` (waits for the page that shows it)."""
+    WebDriverWait(driver, limit_s, 0.1).until(lambda d: d.find_elements(By.ID, f"error-{field}"))
+    return driver.find_element(By.ID, f"error-{field}").text
 
 
 def test_bad_input_is_shown_next_to_the_field(browser, workbench, small_model, tmp_path):
@@ -202,20 +208,19 @@ def test_bad_input_is_shown_next_to_the_field(browser, workbench, small_model, t
     bad.write_bytes(b"\xff\xd8\xff not an onnx model")
     pick_model(browser, url, bad)
     browser.find_element(By.ID, "submit").click()
-    assert "photo.onnx" in browser.find_element(By.ID, "error-model").text
+    assert "photo.onnx" in error_at(browser, "model")
     assert [f for _, _, files in os.walk(bench.work_dir) for f in files] == []
 
     pick_model(browser, url, model)
     submit(browser, "/config")
     fill(browser, mean_values="1 2", std_values="1 1")
     browser.find_element(By.ID, "submit").click()
-    WebDriverWait(browser, 30, 0.1).until(lambda d: d.find_elements(By.ID, "error-mean_values"))
-    assert "mean_values" in browser.find_element(By.ID, "error-mean_values").text
+    assert "mean_values for input 'x' has 2 value(s)" in error_at(browser, "mean_values")
 
     empty = tmp_path / "empty"
     empty.mkdir()
     fill(browser, mean_values="", std_values="", do_quantization="on", dataset=str(empty))
     browser.find_element(By.ID, "submit").click()
-    assert "no calibration file" in browser.find_element(By.ID, "error-dataset").text
+    assert "no calibration file" in error_at(browser, "dataset")
     assert not os.path.exists(os.path.join(bench.work_dir, "exports"))
     assert not os.path.exists(os.path.join(bench.work_dir, "datasets"))
