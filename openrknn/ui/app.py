@@ -7,6 +7,7 @@ import tempfile
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -57,7 +58,7 @@ def create_app(work_dir: str | None = None) -> Starlette:
         choice = ModelChoice(values["framework"], model or values["model"].strip(),
                              weights or values["weights"].strip() or None, values["input_size_list"],
                              values["inputs"], values["outputs"], upload_dir)
-        if bench.pick_model(choice):
+        if await run_in_threadpool(bench.pick_model, choice):   # loading a model takes a while
             return HTMLResponse(pages.model_page(bench, values), status_code=400)
         target = "/graph" if choice.framework == "rknn" else "/config"
         return RedirectResponse(target, status_code=303)
@@ -67,8 +68,8 @@ def create_app(work_dir: str | None = None) -> Starlette:
 
     async def config_post(request: Request) -> Response:
         data = await request.form()
-        result = bench.start_build(config_kwargs(data), bool(data.get("do_quantization")),
-                                   str(data.get("dataset", "")), bool(data.get("auto_hybrid")))
+        result = await run_in_threadpool(bench.start_build, config_kwargs(data), bool(data.get("do_quantization")),
+                                         str(data.get("dataset", "")), bool(data.get("auto_hybrid")))
         return _started(result, lambda: pages.config_page(bench))
 
     async def job_get(request: Request) -> Response:
@@ -120,7 +121,7 @@ def create_app(work_dir: str | None = None) -> Starlette:
         return HTMLResponse(pages.export_page(bench))
 
     async def export_post(request: Request) -> Response:
-        if bench.export():
+        if await run_in_threadpool(bench.export):
             return HTMLResponse(pages.export_page(bench), status_code=400)
         return RedirectResponse("/export", status_code=303)
 

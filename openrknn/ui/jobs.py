@@ -67,8 +67,15 @@ class JobRunner:
         self.jobs: dict[int, Job] = {}
         self._ids = itertools.count(1)
 
-    def busy(self) -> bool:
-        return self.lock.locked()
+    @contextmanager
+    def exclusive(self) -> Iterator[bool]:
+        """Hold the lock for a quick action; yields False (without waiting) while a job runs."""
+        acquired = self.lock.acquire(blocking=False)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                self.lock.release()
 
     def start(self, title: str, work: Callable[[Job], bool], next_url: str, back_url: str) -> Job | None:
         """Run ``work(job)`` in a thread (it returns success); None when another job is running."""

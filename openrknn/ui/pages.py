@@ -64,10 +64,11 @@ def checkbox(name: str, checked: bool, value: str = "on", element_id: str | None
             f'{" checked" if checked else ""}>')
 
 
-def form(action: str, inner: str, button: str, multipart: bool = False) -> str:
+def form(action: str, inner: str, button: str, errors: dict[str, str], multipart: bool = False) -> str:
+    """A POST form; an error not tied to one field (``_form``) shows beside the button."""
     enc = ' enctype="multipart/form-data"' if multipart else ""
     return (f'<form method="post" action="{action}"{enc}>{inner}'
-            f'<button type="submit" id="submit">{esc(button)}</button></form>')
+            f'<button type="submit" id="submit">{esc(button)}</button>{_error(errors, "_form")}</form>')
 
 
 def model_page(bench: Workbench, form_values: dict[str, str] | None = None) -> str:
@@ -88,8 +89,7 @@ def model_page(bench: Workbench, form_values: dict[str, str] | None = None) -> s
                      errors))
     current = (f'<p id="current-model">Loaded: {esc(os.path.basename(c.model))} ({esc(c.framework)})</p>'
                if c else "<p>No model yet.</p>")
-    return frame(bench, "/", "Model", current + form("/model", inner, "Load model", multipart=True)
-                 + _error(errors, "_form"))
+    return frame(bench, "/", "Model", current + form("/model", inner, "Load model", errors, multipart=True))
 
 
 def config_page(bench: Workbench) -> str:
@@ -112,7 +112,7 @@ def config_page(bench: Workbench) -> str:
                       "a dataset .txt (one sample per line) or a folder of images/.npy files", errors))
     rows.append(field("auto_hybrid", "auto_hybrid", checkbox("auto_hybrid", opts.get("auto_hybrid", False)),
                       "raise the fewest layers to float16 until the output cosine meets auto_hybrid_cos_thresh", errors))
-    return frame(bench, "/config", "Config & build", form("/config", "".join(rows), "Build") + _error(errors, "_form"))
+    return frame(bench, "/config", "Config & build", form("/config", "".join(rows), "Build", errors))
 
 
 def job_page(bench: Workbench, job_id: int | None) -> str:
@@ -147,7 +147,7 @@ def accuracy_page(bench: Workbench, layer: str | None) -> str:
     errors = bench.errors.get("accuracy", {})
     run = form("/accuracy", field("image", "input", '<input type="file" id="image" name="image">',
                                   "an image or .npy; empty = the first calibration sample", errors),
-               "Run accuracy_analysis", multipart=True)
+               "Run accuracy_analysis", errors, multipart=True)
     if not bench.analysis_dir:
         return frame(bench, "/accuracy", "Accuracy analysis", run)
     from openrknn.analysis.accuracy import AnalysisResult, LayerError
@@ -171,7 +171,7 @@ def perf_page(bench: Workbench) -> str:
     shown = {r.chip for r in bench.perf_reports} or {model.platforms[0]}
     boxes = " ".join(f'<label>{checkbox("chips", n in shown, n, f"chip-{n}")} {esc(n)}</label>' for n in names)
     body = form("/perf", field("chips", "chips", boxes, "eval_perf on each ticked chip, side by side", errors),
-                "Run eval_perf + eval_memory")
+                "Run eval_perf + eval_memory", errors)
     if bench.perf_reports:
         body += ('<p><a href="/files/reports/eval_perf.html">eval_perf.html</a> · '
                  '<a href="/files/reports/eval_memory.html">eval_memory.html</a></p>'
@@ -192,7 +192,7 @@ def hybrid_page(bench: Workbench) -> str:
     if scores:
         hint += " · run Accuracy first to see which layers lose most"
     body = form("/hybrid", f'<p class="hint" id="float-layers">{esc(hint)}</p>{_error(errors, "layers")}'
-                f"<table><tr><th>float16</th><th>layer</th><th>op</th></tr>{rows}</table>", "Rebuild")
+                f"<table><tr><th>float16</th><th>layer</th><th>op</th></tr>{rows}</table>", "Rebuild", errors)
     return frame(bench, "/hybrid", "Hybrid", body)
 
 
@@ -200,7 +200,7 @@ def inference_page(bench: Workbench) -> str:
     errors = bench.errors.get("inference", {})
     body = form("/inference", field("image", "input", '<input type="file" id="image" name="image">',
                                     "an image (.jpg/.png/.bmp) or .npy for the first input", errors),
-                "Run inference", multipart=True)
+                "Run inference", errors, multipart=True)
     for out in bench.inference:
         body += (f'<h2>{esc(out["name"])}</h2><p class="output-summary">shape {esc(out["shape"])}, min {out["min"]:.6g},'
                  f' max {out["max"]:.6g}, mean {out["mean"]:.6g}</p>')
@@ -211,7 +211,7 @@ def inference_page(bench: Workbench) -> str:
 
 def export_page(bench: Workbench) -> str:
     errors = bench.errors.get("export", {})
-    body = form("/export", "", "Export .rknn") + _error(errors, "_form")
+    body = form("/export", "", "Export .rknn", errors)
     if bench.export_path and os.path.isfile(bench.export_path):
         size = os.path.getsize(bench.export_path)
         body += (f'<p><a id="download" href="/download" download="{esc(os.path.basename(bench.export_path))}">'

@@ -25,7 +25,7 @@ FRONTENDS: dict[str, tuple[str, str | None]] = {
     "tensorflow": ("frozen .pb", None), "caffe": (".prototxt", ".caffemodel"), "darknet": (".cfg", ".weights"),
     "mxnet": ("symbol .json", ".params"), "rknn": (".rknn", None),
 }
-MODEL_FIELDS = ("model", "weights", "input_size_list", "inputs", "outputs")
+BUSY = "a job is running: wait until it ends (Progress page)"
 
 
 def _sizes(text: str) -> list[list[int]] | None:
@@ -126,7 +126,9 @@ class Workbench:
             return self._fail("model", {"framework": f"unknown framework '{choice.framework}'"}, choice)
         if not choice.model:
             return self._fail("model", {"model": "choose a model file (upload) or type its path"}, choice)
-        with self.runner.lock:
+        with self.runner.exclusive() as free:
+            if not free:
+                return self._fail("model", {"_form": BUSY}, choice)
             rknn, errors = self._load(choice, self.config if choice.framework != "rknn" else {})
             if errors:
                 return self._fail("model", errors, choice)
@@ -147,7 +149,9 @@ class Workbench:
         """``config()`` then reload the model (the documented order: config before load)."""
         if self.choice is None:
             return self._fail("config", {"target_platform": "pick a model first (Model page)"})
-        with self.runner.lock:
+        with self.runner.exclusive() as free:
+            if not free:
+                return self._fail("config", {"_form": BUSY})
             rknn, errors = self._load(self.choice, config)
             if errors:
                 return self._fail("config", errors)
@@ -197,13 +201,13 @@ class Workbench:
             self.built, self.analysis_dir, self.perf_reports, self.inference = True, None, [], []
             return True
 
-        return self._start("build", work, "/graph", "/config")
+        job = self.runner.start("build", work, "/graph", "/config")
+        return self._fail("config", {"_form": BUSY}) if job is None else job
 
-    def _start(self, title: str, work: Any, next_url: str, back_url: str) -> Job | dict[str, str]:
-        job = self.runner.start(title, work, next_url, back_url)
-        if job is None:
-            return {"_form": "another job is running: wait until it ends"}
-        return job
+    def _start(self, title: str, work: Any, page: str) -> Job | dict[str, str]:
+        """Start ``work`` in the background; it goes on to the page of its results (or back, failing)."""
+        job = self.runner.start(title, work, f"/{page}", f"/{page}")
+        return self._fail(page, {"_form": BUSY}) if job is None else job
 
     def start_analysis(self, image: str | None) -> Job | dict[str, str]:
         """``accuracy_analysis`` on ``image`` (default: the first calibration sample)."""
@@ -223,7 +227,7 @@ class Workbench:
             self.errors.pop("accuracy", None)
             return True
 
-        return self._start("accuracy_analysis", work, "/accuracy", "/accuracy")
+        return self._start("accuracy_analysis", work, "accuracy")
 
     def analysis_rows(self) -> list[dict[str, Any]]:
         if not self.analysis_dir:
@@ -271,7 +275,7 @@ class Workbench:
             log.info(f"eval_perf: {', '.join(f'{r.chip} {r.total_time_us} us' for r in reports)}")
             return bool(reports)
 
-        return self._start("eval_perf / eval_memory", work, "/perf", "/perf")
+        return self._start("eval_perf / eval_memory", work, "perf")
 
     def hybrid_candidates(self) -> list[tuple[str, str]]:
         """``(node name, op type)`` of the float graph's layers that can stay in float16."""
@@ -298,7 +302,7 @@ class Workbench:
             self.errors.pop("hybrid", None)
             return True
 
-        return self._start("hybrid rebuild", work, "/hybrid", "/hybrid")
+        return self._start("hybrid rebuild", work, "hybrid")
 
     def start_inference(self, image: str) -> Job | dict[str, str]:
         """Run the simulator on one input file; the page shows each output and a top-5."""
@@ -327,7 +331,7 @@ class Workbench:
             self.errors.pop("inference", None)
             return True
 
-        return self._start("inference", work, "/inference", "/inference")
+        return self._start("inference", work, "inference")
 
     def export(self) -> dict[str, str]:
         """``export_rknn`` into the work folder; the page then offers the download."""
@@ -336,7 +340,9 @@ class Workbench:
         name = os.path.splitext(os.path.basename(self.choice.model if self.choice else "model"))[0] or "model"
         path = os.path.join(self.folder("exports"), f"{name}.rknn")
         lines: list[str] = []
-        with self.runner.lock, collect_log(lines):
+        with self.runner.exclusive() as free, collect_log(lines):
+            if not free:
+                return self._fail("export", {"_form": BUSY})
             if self.rknn.export_rknn(path) != 0:
                 return self._fail("export", {"_form": " ".join(errors_in(lines))})
         self.export_path = path

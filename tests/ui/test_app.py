@@ -130,3 +130,53 @@ def test_ui_without_the_extra_names_it(monkeypatch, capsys):
     monkeypatch.setattr(ui, "missing_packages", lambda: ["starlette"])
     assert main(["ui", "--no-browser"]) == 1
     assert "E ui: the workbench needs the 'ui' extra" in capsys.readouterr().out
+
+
+def test_actions_while_a_job_runs_say_so_without_waiting(client, small_model):
+    import threading
+    model, _ = small_model
+    upload_model(client, model)
+    release = threading.Event()
+    job = client.bench.runner.start("held", lambda job: release.wait(10), "/graph", "/config")
+    try:
+        response = upload_model(client, model)
+        assert response.status_code == 400 and "a job is running" in response.text
+        response = client.post("/config", data={"target_platform": "rk3588"})
+        assert response.status_code == 400 and "a job is running" in response.text
+    finally:
+        release.set()
+    assert wait_job(client.bench, job.id) == "done"
+
+
+def test_hostile_tensor_names_are_escaped_on_every_page(client, small_model, tmp_path):
+    import onnx
+    model, calib = small_model
+    hostile = '<script>alert("x")</script>'
+    graph = onnx.load(str(model))
+    for node in graph.graph.node:          # the Relu's output and the Conv node get hostile names
+        if node.op_type == "Relu":
+            node.output[0] = hostile
+        if node.input and node.input[0] == "r":
+            node.input[0] = hostile
+        if node.op_type == "Conv":
+            node.name = hostile + "conv"
+    onnx.save(graph, str(tmp_path / "hostile.onnx"))
+    upload_model(client, tmp_path / "hostile.onnx")
+    start(client, "/config", data={"target_platform": "rk3588", "do_quantization": "on", "dataset": str(calib)})
+    start(client, "/accuracy", data={})
+    assert any(row["tensor"] == hostile for row in client.bench.analysis_rows())
+    start(client, "/perf", data={"chips": ["rk3588"]})
+    pages = [client.get(url).text for url in ("/graph", "/accuracy", "/perf", "/hybrid", "/job")]
+    pages.append(client.get("/accuracy", params={"layer": hostile}).text)
+    pages.append(client.get("/files/analysis/error_analysis.html").text)
+    for page in pages:
+        assert "<script>alert" not in page
+    assert sum("&lt;script&gt;alert" in page for page in pages) >= 5
+
+
+def test_command_line_defaults_to_this_computer():
+    from openrknn import ui
+    args = ui.build_parser().parse_args([])
+    assert (args.host, args.port, args.no_browser) == ("127.0.0.1", 8000, False)
+    import rknn.bin.visualization as visualization
+    assert visualization.main is ui.main
