@@ -35,13 +35,15 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 def run(args: argparse.Namespace) -> int:
     """Serve the workbench until interrupted; 1 (with an E line) when the ``ui`` extra is missing."""
     missing = missing_packages()
-    if missing:
-        log.error(f"ui: the workbench needs the 'ui' extra ({', '.join(missing)} missing): "
-                  "pip install 'openrknn[ui]'")
-        return 1
-    import uvicorn
+    try:
+        if missing:
+            raise ImportError(f"{', '.join(missing)} missing")
+        import uvicorn
 
-    from openrknn.ui.app import create_app
+        from openrknn.ui.app import create_app
+    except ImportError as e:
+        log.error(f"ui: the workbench needs the 'ui' extra ({e}): pip install 'openrknn[ui]'")
+        return 1
     app = create_app(args.work_dir)
     url = f"http://{args.host}:{args.port}/"
     log.info(f"ui: workbench at {url} (files in {app.state.bench.work_dir}); Ctrl+C stops it")

@@ -9,8 +9,6 @@ import pytest
 
 from tests.conftest import make_conv_model
 
-pytest.importorskip("starlette", reason="the workbench tests need the 'ui' extra: pip install 'openrknn[ui]'")
-pytest.importorskip("multipart", reason="the workbench tests need python-multipart (the 'ui' extra)")
 
 
 @pytest.fixture

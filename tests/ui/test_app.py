@@ -11,9 +11,13 @@ import pytest
 from openrknn.model_file import load_model_bytes
 from tests.ui.conftest import wait_job
 
-from starlette.testclient import TestClient  # noqa: E402 - after the importorskip in conftest
+pytest.importorskip("starlette", reason="the workbench tests need the 'ui' extra: pip install 'openrknn[ui]'")
+pytest.importorskip("multipart", reason="the workbench tests need python-multipart (the 'ui' extra)")
+pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx (the 'test' extra)")
 
-from openrknn.ui.app import create_app
+from starlette.testclient import TestClient  # noqa: E402
+
+from openrknn.ui.app import create_app  # noqa: E402
 
 
 @pytest.fixture
@@ -129,7 +133,7 @@ def test_ui_without_the_extra_names_it(monkeypatch, capsys):
     from openrknn.cli.main import main
     monkeypatch.setattr(ui, "missing_packages", lambda: ["starlette"])
     assert main(["ui", "--no-browser"]) == 1
-    assert "E ui: the workbench needs the 'ui' extra" in capsys.readouterr().out
+    assert "E ui: the workbench needs the 'ui' extra (starlette missing): pip install 'openrknn[ui]'" in capsys.readouterr().out
 
 
 def test_actions_while_a_job_runs_say_so_without_waiting(client, small_model):

@@ -17,6 +17,8 @@ from tests.ui.browser import chromium, find_browser, serve
 
 pytest.importorskip("selenium", reason="the browser tests need selenium (the 'test' extra)")
 pytest.importorskip("uvicorn", reason="the browser tests need uvicorn (the 'ui' extra)")
+pytest.importorskip("starlette", reason="the browser tests need the 'ui' extra: pip install 'openrknn[ui]'")
+pytest.importorskip("multipart", reason="the browser tests need python-multipart (the 'ui' extra)")
 if find_browser() is None:
     pytest.skip("chromium / chromedriver not installed (apt-get install chromium chromium-driver)",
                 allow_module_level=True)
