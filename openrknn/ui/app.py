@@ -81,10 +81,10 @@ def create_app(work_dir: str | None = None) -> Starlette:
         return JSONResponse(job.to_dict() if job else {"state": "unknown"}, status_code=200 if job else 404)
 
     async def graph_get(request: Request) -> Response:
-        return HTMLResponse(pages.graph_page(bench))
+        return HTMLResponse(await run_in_threadpool(pages.graph_page, bench))   # layers of a big model: ~1 s
 
     async def accuracy_get(request: Request) -> Response:
-        return HTMLResponse(pages.accuracy_page(bench, request.query_params.get("layer")))
+        return HTMLResponse(await run_in_threadpool(pages.accuracy_page, bench, request.query_params.get("layer")))
 
     async def accuracy_post(request: Request) -> Response:
         data = await request.form()

@@ -184,3 +184,15 @@ def test_command_line_defaults_to_this_computer():
     assert (args.host, args.port, args.no_browser) == ("127.0.0.1", 8000, False)
     import rknn.bin.visualization as visualization
     assert visualization.main is ui.main
+
+
+def test_ui_command_serves_on_localhost_without_a_browser(monkeypatch, tmp_path):
+    import uvicorn
+    import webbrowser
+    from openrknn.cli.main import main
+    served, opened = [], []
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, **kw: served.append((app.state.bench.work_dir,
+                                                                                   host, port)))
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+    assert main(["ui", "--no-browser", "--port", "8765", "--work-dir", str(tmp_path / "w")]) == 0
+    assert served == [(str(tmp_path / "w"), "127.0.0.1", 8765)] and opened == []
