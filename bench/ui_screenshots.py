@@ -19,7 +19,7 @@ from pathlib import Path
 from PIL import Image
 
 REPO = Path(__file__).resolve().parents[1]
-CHOSEN = {"2-config.png": "config.png", "ocr-4-graph.png": "graph.png", "ocr-5-accuracy.png": "accuracy.png",
+CHOSEN = {"10-config-error.png": "config.png", "ocr-4-graph.png": "graph.png", "ocr-5-accuracy.png": "accuracy.png",
           "6-perf.png": "perf.png", "8-inference.png": "inference.png"}
 LIMIT = 100 * 1024
 

@@ -15,7 +15,7 @@ table{border-collapse:collapse;font-size:12px}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 .error{color:#b00;font-weight:bold}
 .field{margin:6px 0}
-.field label{display:inline-block;min-width:190px}
+.field label{display:inline-block;min-width:280px}
 .hint{color:#666;font-size:11px}
 pre.log{background:#f4f4f4;max-height:320px;overflow:auto;font-size:11px}
 .scroll{overflow:auto;border:1px solid #ddd;max-height:640px}

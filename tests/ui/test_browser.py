@@ -218,6 +218,7 @@ def test_bad_input_is_shown_next_to_the_field(browser, workbench, small_model, t
     fill(browser, mean_values="1 2", std_values="1 1")
     browser.find_element(By.ID, "submit").click()
     assert "mean_values for input 'x' has 2 value(s)" in error_at(browser, "mean_values")
+    shot(browser, "10-config-error")
 
     empty = tmp_path / "empty"
     empty.mkdir()
