@@ -9,7 +9,7 @@ from openrknn.report.svg import bar_chart, esc, line_plot
 TARGET_COLORS = {"NPU": "#2f6fd0", "CPU": "#f08c14", "GPU": "#2ca05a"}
 
 
-def _cos(value: float | None) -> str:
+def cos_text(value: float | None) -> str:
     return "" if value is None else f"{value:.5f}"
 
 
@@ -24,10 +24,10 @@ def accuracy_body(result: Any, link: Callable[[str], str] | None = None) -> str:
                      title=f"cosine per layer ({len(rows)} layers, graph order)",
                      links=[link(t) for t in labels] if link else None, floor=0.99)
     worst = table(["layer", "op", "single cos", "entire cos"],
-                  [(r.tensor, r.op_type, _cos(r.single_cos), _cos(r.entire_cos)) for r in result.worst(5)])
+                  [(r.tensor, r.op_type, cos_text(r.single_cos), cos_text(r.entire_cos)) for r in result.worst(5)])
     full = table(["op", "layer", "entire cos", "entire euc", "single cos", "single euc"],
-                 [(r.op_type, r.tensor, _cos(r.entire_cos), "" if r.entire_euc is None else f"{r.entire_euc:.5g}",
-                   _cos(r.single_cos), "" if r.single_euc is None else f"{r.single_euc:.5g}") for r in result.rows],
+                 [(r.op_type, r.tensor, cos_text(r.entire_cos), "" if r.entire_euc is None else f"{r.entire_euc:.5g}",
+                   cos_text(r.single_cos), "" if r.single_euc is None else f"{r.single_euc:.5g}") for r in result.rows],
                  "layers")
     return (f'<p class="layer-count">{len(result.rows)} layers</p>{plot}<h2>Worst layers (single)</h2>{worst}'
             f"<h2>All layers</h2>{full}")

@@ -11,7 +11,7 @@ from openrknn.config import QUANT_ALGORITHMS, QUANT_METHODS, TOOLKIT1_QUANT_DTYP
 from openrknn.report.graph_svg import layer_graph_svg, legend
 from openrknn.report.page import page, table
 from openrknn.report.svg import esc, histograms
-from openrknn.report.writers import accuracy_body, memory_body, perf_body
+from openrknn.report.writers import accuracy_body, cos_text, memory_body, perf_body
 from openrknn.ui.forms import CONFIG_FIELDS, form_text
 from openrknn.ui.workbench import FRONTENDS, Workbench
 
@@ -184,15 +184,19 @@ def hybrid_page(bench: Workbench) -> str:
     candidates = bench.hybrid_candidates()
     if not candidates:
         return frame(bench, "/hybrid", "Hybrid", "<p>Build the model quantized first (Config & build).</p>")
-    scores = {row["tensor"]: row["single_cos"] for row in bench.analysis_rows()}
+    scores = {row["tensor"]: row["single_cos"] for row in bench.analysis_rows() if row["single_cos"] is not None}
+    if scores:   # the layers that lose most when quantized alone first
+        candidates = sorted(candidates, key=lambda c: scores.get(c[2], 2.0))
     kept = set(bench.float_layers())
     rows = "".join(f'<tr><td>{checkbox("layers", name in kept, name, f"layer-{name}")}</td>'
-                   f"<td>{esc(name)}</td><td>{esc(op)}</td></tr>" for name, op in candidates)
+                   f"<td>{esc(name)}</td><td>{esc(op)}</td><td>{cos_text(scores.get(tensor))}</td></tr>"
+                   for name, op, tensor in candidates)
     hint = "layers in float16 now: " + (", ".join(sorted(kept)) or "none")
-    if scores:
-        hint += " · run Accuracy first to see which layers lose most"
+    if not scores:
+        hint += " · run Accuracy first to sort the layers by their single-layer cosine"
     body = form("/hybrid", f'<p class="hint" id="float-layers">{esc(hint)}</p>{_error(errors, "layers")}'
-                f"<table><tr><th>float16</th><th>layer</th><th>op</th></tr>{rows}</table>", "Rebuild", errors)
+                f"<table><tr><th>float16</th><th>layer</th><th>op</th><th>single cos</th></tr>{rows}</table>",
+                "Rebuild", errors)
     return frame(bench, "/hybrid", "Hybrid", body)
 
 

@@ -277,12 +277,13 @@ class Workbench:
 
         return self._start("eval_perf / eval_memory", work, "perf")
 
-    def hybrid_candidates(self) -> list[tuple[str, str]]:
-        """``(node name, op type)`` of the float graph's layers that can stay in float16."""
+    def hybrid_candidates(self) -> list[tuple[str, str, str]]:
+        """``(node name, op type, output tensor)`` of the float graph's nodes that can stay in float16."""
         model = self.model
         if model is None or model.golden is None:
             return []
-        return [(n.name, n.op_type) for n in model.golden.graph.node if n.name and n.op_type != "Constant"]
+        return [(n.name, n.op_type, n.output[0] if n.output else "") for n in model.golden.graph.node
+                if n.name and n.op_type != "Constant"]
 
     def float_layers(self) -> list[str]:
         model = self.model

@@ -79,7 +79,9 @@ def test_convert_analyse_export_flow(client, small_model, tmp_path):
     assert re.findall(r'class="bar" data-label="(rk\d+)"', perf) == ["rk3588", "rk3566"]
     assert "eval_memory" in perf
 
-    candidates = [name for name, op in client.bench.hybrid_candidates() if op == "Conv"]
+    shown = [float(v) for v in re.findall(r"<td>(-?\d\.\d{5})</td></tr>", client.get("/hybrid").text)]
+    assert shown and shown == sorted(shown)            # after an analysis: the worst layers first
+    candidates = [name for name, op, _ in client.bench.hybrid_candidates() if op == "Conv"]
     start(client, "/hybrid", data={"layers": candidates})
     assert candidates and set(candidates) <= set(client.bench.float_layers())
 

@@ -161,7 +161,7 @@ def test_convert_analyse_export_in_the_browser(browser, workbench, small_model, 
     shot(browser, "6-perf")
 
     browser.get(url + "/hybrid")
-    conv = next(name for name, op in bench.hybrid_candidates() if op == "Conv")
+    conv = next(name for name, op, _ in bench.hybrid_candidates() if op == "Conv")
     browser.find_element(By.ID, f"layer-{conv}").click()
     submit(browser, "/hybrid")
     assert conv in browser.find_element(By.ID, "float-layers").text
