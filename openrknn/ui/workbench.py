@@ -19,7 +19,7 @@ from openrknn.quant.dataset import IMAGE_EXTENSIONS
 from openrknn.ui.forms import CONFIG_FIELDS, field_of
 from openrknn.ui.jobs import Job, JobRunner, collect_log, errors_in
 
-# framework -> (model file label, second file label or None, needs input_size_list)
+# framework -> (what the model file is, the second file or None): the Model page's choices and hints
 FRONTENDS: dict[str, tuple[str, str | None]] = {
     "onnx": (".onnx", None), "tflite": (".tflite", None), "pytorch": ("TorchScript .pt", None),
     "tensorflow": ("frozen .pb", None), "caffe": (".prototxt", ".caffemodel"), "darknet": (".cfg", ".weights"),
