@@ -9,6 +9,7 @@ Layout::
       error_analysis.txt        the guide's table (seed 002 §3.2.2)
       error_analysis.csv/.json  the same numbers
       error_analysis.png        cosine per layer, worst layers marked
+      error_analysis.html       the same plot and tables as one self-contained page (inline SVG)
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import re
 import numpy as np
 
 from openrknn.analysis.accuracy import AnalysisResult, LayerError
+from openrknn.report import accuracy_html, write_html
 
 HEADER = """# simulator_error: calculate the output error of each layer of the simulator (compared to the 'golden' value).
 #              entire: output error of each layer between 'golden' and 'simulator', these errors will accumulate layer by layer.
@@ -94,6 +96,7 @@ def write_report(result: AnalysisResult, output_dir: str) -> str:
         writer.writeheader()
         writer.writerows(r.to_dict() for r in result.rows)
     plot_cosines(result, os.path.join(output_dir, "error_analysis.png"))
+    write_html(os.path.join(output_dir, "error_analysis.html"), accuracy_html(result))
     return text_path
 
 

@@ -275,8 +275,10 @@ class RKNN(RuntimeInfo):
 
     @api_call
     def eval_perf(self, is_print: bool = True, fix_freq: bool = True, inputs: Any = None,
-                  loop_cnt: int | None = None) -> dict[str, Any] | None:
-        """Estimate per-layer and total time on the target platform (cost model)."""
+                  loop_cnt: int | None = None, report_path: str | None = None) -> dict[str, Any] | None:
+        """Estimate per-layer and total time on the target platform (cost model).
+
+        ``report_path`` (openrknn): also write the result as a self-contained HTML page there."""
         from openrknn import profile
         model = self._require_model("eval_perf")
         if self._runtime is None:
@@ -290,11 +292,16 @@ class RKNN(RuntimeInfo):
         perf_debug = bool(self._runtime_options.get("perf_debug"))
         if is_print:
             print(profile.format_perf(report, perf_debug=perf_debug))
+        if report_path:
+            from openrknn.report import perf_html, write_html
+            log.info(f"eval_perf: report saved to {write_html(report_path, perf_html([report]))}")
         return report.to_dict(perf_debug=perf_debug)
 
     @api_call
-    def eval_memory(self, is_print: bool = True) -> dict[str, Any] | None:
-        """Estimate NPU memory use: weights, internal tensors after buffer reuse, other."""
+    def eval_memory(self, is_print: bool = True, report_path: str | None = None) -> dict[str, Any] | None:
+        """Estimate NPU memory use: weights, internal tensors after buffer reuse, other.
+
+        ``report_path`` (openrknn): also write the result as a self-contained HTML page there."""
         from openrknn import profile
         model = self._require_model("eval_memory")
         if self._runtime is None or not self._runtime_options.get("eval_mem"):
@@ -307,6 +314,9 @@ class RKNN(RuntimeInfo):
         report = profile.estimate_memory(model, chip)
         if is_print:
             print(profile.format_memory(report))
+        if report_path:
+            from openrknn.report import memory_html, write_html
+            log.info(f"eval_memory: report saved to {write_html(report_path, memory_html(report))}")
         return report.to_dict()
 
     @api_call

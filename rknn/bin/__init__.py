@@ -1,0 +1,1 @@
+"""Toolkit 1 command modules (``python -m rknn.bin.visualization``)."""
