@@ -217,6 +217,14 @@ class RKNN(RuntimeInfo):
         log.info(f"export_rknn: {export_path} ({size / 1024:.1f} KiB)")
         return 0
 
+    @api_call
+    def export_tflite(self, export_path: str, float_io: bool = True, report_path: str | None = None) -> int:
+        """Save the built int8 model as a fully-int8 ``.tflite`` (LiteRT, Mesa Teflon); prints which layers
+        Teflon's Rockchip backend would take (docs/deployment.md)."""
+        from openrknn.export.tflite import export_tflite
+        export_tflite(self._require_model("export_tflite"), export_path, float_io, report_path)
+        return 0
+
     # ---------------------------------------------------------------- runtime
     @api_call
     def init_runtime(self, target: str | None = None, device_id: str | None = None, perf_debug: bool = False,

@@ -1,0 +1,229 @@
+"""ONNX nodes as TFLite operators on float32 tensors (the steps the NPU model computes in float32),
+and the layout-sensitive ops shared with the int8 path (pooling, reshape, transpose, concat)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from openrknn.errors import UnsupportedOpError
+from openrknn.export.tflite import layout
+from openrknn.quant import annotate
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _float_out(ex, name: str, perm: tuple[int, ...] | None = None) -> int:
+    label = f"{name}/float" if name in ex.params else name
+    ex.f[name] = ex.new_tensor(name, "float32", perm=perm, label=label)
+    return ex.f[name]
+
+
+def _operand(ex, name: str, rank: int, perm: tuple[int, ...]) -> int:
+    """A float input of an element-wise op, stored like its rank-``rank`` output."""
+    if name in ex.inits and name not in ex.q:
+        array = ex.dequantized_init(name)
+        return ex.const(f"{name}/{''.join(map(str, perm))}", layout.constant_for(array, rank, perm), "float32")
+    if ex.rank(name) == rank:
+        return ex.in_perm(name, perm, False)
+    if ex.rank(name) > 1 and any(d != 1 for d in ex.shapes[name]):
+        raise UnsupportedOpError(f"export_tflite: broadcasting a {ex.rank(name)}-D tensor '{name}' to rank {rank} "
+                                 "is not exported")
+    return ex.need_f(name)
+
+
+def binary(op: str) -> Callable:
+    options = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions", "DIV": "DivOptions"}.get(op)
+
+    def convert(ex, node: onnx.NodeProto) -> None:
+        y = node.output[0]
+        perm = ex.storage(y)
+        inputs = [_operand(ex, i, ex.rank(y), perm) for i in node.input]
+        ex.emit(op, inputs, [_float_out(ex, y)], options)
+    return convert
+
+
+def unary(op: str, options: str | None = None, **fields) -> Callable:
+    def convert(ex, node: onnx.NodeProto) -> None:
+        y = node.output[0]
+        source = ex.in_perm(node.input[0], ex.storage(y), False)
+        ex.emit(op, [source], [_float_out(ex, y)], options, **fields)
+    return convert
+
+
+def _clamp(ex, source: int, y: str, lo: float, hi: float) -> None:
+    stage = source
+    if np.isfinite(lo):
+        stage_out = ex.new_tensor(y, "float32", label=f"{y}/max") if np.isfinite(hi) else _float_out(ex, y)
+        ex.emit("MAXIMUM", [stage, ex.const(f"{y}/lo", np.array(lo, np.float32), "float32")], [stage_out])
+        stage = stage_out
+    if np.isfinite(hi):
+        ex.emit("MINIMUM", [stage, ex.const(f"{y}/hi", np.array(hi, np.float32), "float32")], [_float_out(ex, y)])
+    if not (np.isfinite(lo) or np.isfinite(hi)):
+        ex.emit("RESHAPE", [stage, ex.const(f"{y}/shape", np.array(ex.out.tensors[stage].shape), "int32")],
+                [_float_out(ex, y)])
+
+
+def clip(ex, node: onnx.NodeProto) -> None:
+    y = node.output[0]
+    lo, hi = annotate.clip_bounds(node, {k: _as_tensor(v) for k, v in ex.inits.items()})
+    _clamp(ex, ex.in_perm(node.input[0], ex.storage(y), False), y, lo, hi)
+
+
+def _as_tensor(array: np.ndarray) -> onnx.TensorProto:
+    from onnx import numpy_helper
+    return numpy_helper.from_array(array)
+
+
+def hard_sigmoid(ex, node: onnx.NodeProto) -> None:
+    y = node.output[0]
+    attrs = _attrs(node)
+    source = ex.in_perm(node.input[0], ex.storage(y), False)
+    scaled = ex.new_tensor(y, "float32", shape=ex.out.tensors[source].shape, label=f"{y}/ax")
+    ex.emit("MUL", [source, ex.const(f"{y}/alpha", np.array(attrs.get("alpha", 0.2), np.float32), "float32")],
+            [scaled], "MulOptions")
+    shifted = ex.new_tensor(y, "float32", shape=ex.out.tensors[source].shape, label=f"{y}/axb")
+    ex.emit("ADD", [scaled, ex.const(f"{y}/beta", np.array(attrs.get("beta", 0.5), np.float32), "float32")],
+            [shifted], "AddOptions")
+    _clamp(ex, shifted, y, 0.0, 1.0)
+
+
+def pool(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    attrs = _attrs(node)
+    x, y = node.input[0], node.output[0]
+    kernel = list(attrs["kernel_shape"])
+    strides = list(attrs.get("strides", [1, 1]))
+    if len(kernel) != 2 or attrs.get("ceil_mode") or any(d != 1 for d in attrs.get("dilations", [1, 1])):
+        raise UnsupportedOpError(f"export_tflite: {node.op_type} '{node.name or y}' (not 2-D, ceil_mode or "
+                                 "dilations) is not exported")
+    if node.op_type == "AveragePool" and attrs.get("count_include_pad") and any(attrs.get("pads", [0])):
+        raise UnsupportedOpError(f"export_tflite: AveragePool '{node.name or y}' with count_include_pad=1 is not "
+                                 "exported (TFLite averages over the valid values)")
+    source, padding = ex._padded(node, x, kernel, strides, [1, 1], attrs, integer)
+    op = "MAX_POOL_2D" if node.op_type == "MaxPool" else "AVERAGE_POOL_2D"
+    out = ex._output(y) if integer else _float_out(ex, y, layout.NHWC)
+    ex.emit(op, [source], [out], "Pool2DOptions", Padding=padding, StrideW=strides[1], StrideH=strides[0],
+            FilterWidth=kernel[1], FilterHeight=kernel[0])
+
+
+def global_pool(ex, node: onnx.NodeProto) -> None:
+    y = node.output[0]
+    source = ex.in_perm(node.input[0], layout.NHWC, False)
+    op = "MEAN" if node.op_type == "GlobalAveragePool" else "REDUCE_MAX"
+    ex.emit(op, [source, ex.const(f"{y}/axes", np.array([1, 2]), "int32")], [_float_out(ex, y, layout.NHWC)],
+            "ReducerOptions", KeepDims=True)
+
+
+def reduce_mean(ex, node: onnx.NodeProto) -> None:
+    y, attrs = node.output[0], _attrs(node)
+    axes = attrs.get("axes") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 else None)
+    if axes is None or not attrs.get("keepdims", 1):
+        raise UnsupportedOpError(f"export_tflite: ReduceMean '{node.name or y}' without axes or keepdims=0 "
+                                 "is not exported")
+    perm = ex.storage(y)
+    source = ex.in_perm(node.input[0], perm, False)
+    storage_axes = sorted(layout.storage_axis(int(a), perm) for a in axes)
+    ex.emit("MEAN", [source, ex.const(f"{y}/axes", np.array(storage_axes), "int32")], [_float_out(ex, y)],
+            "ReducerOptions", KeepDims=True)
+
+
+def reshape(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    x, y = node.input[0], node.output[0]
+    source = ex.in_perm(x, layout.identity(ex.rank(x)), integer)
+    plain = layout.identity(ex.rank(y))
+    if integer:
+        ex.q[y] = out = ex.new_tensor(y, "int8", ex.act_quant(y), plain)
+    else:
+        out = _float_out(ex, y, plain)
+    ex.emit("RESHAPE", [source, ex.const(f"{y}/shape", np.array(ex.shapes[y]), "int32")], [out])
+
+
+def transpose(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    x, y = node.input[0], node.output[0]
+    perm_onnx = tuple(_attrs(node).get("perm", tuple(reversed(range(ex.rank(x))))))
+    source = ex.need_q(x) if integer else ex.need_f(x)
+    order = layout.transpose_perm(perm_onnx, ex.storage(x), ex.storage(y))
+    out = ex._output(y) if integer else _float_out(ex, y)
+    ex.emit("TRANSPOSE", [source, ex.const(f"{y}/perm", np.array(order), "int32")], [out])
+
+
+def concat(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    y = node.output[0]
+    perm = ex.storage(y)
+    inputs = [ex.in_perm(i, perm, integer) if i not in ex.inits else
+              ex.const(i, np.transpose(ex.dequantized_init(i), perm), "float32") for i in node.input]
+    out = ex._output(y) if integer else _float_out(ex, y)
+    ex.emit("CONCATENATION", inputs, [out], "ConcatenationOptions",
+            Axis=layout.storage_axis(_attrs(node)["axis"], perm))
+
+
+def softmax(ex, node: onnx.NodeProto) -> None:
+    y = node.output[0]
+    axis = _attrs(node).get("axis", -1) % ex.rank(y)
+    perm = ex.storage(y)
+    if layout.storage_axis(axis, perm) != ex.rank(y) - 1:
+        perm = tuple(a for a in range(ex.rank(y)) if a != axis) + (axis,)
+    source = ex.in_perm(node.input[0], perm, False)
+    ex.emit("SOFTMAX", [source], [_float_out(ex, y, perm)], "SoftmaxOptions", Beta=1.0)
+
+
+def conv(ex, node: onnx.NodeProto) -> None:
+    """A Conv read only by float layers: float32 on the dequantized weights."""
+    attrs = _attrs(node)
+    x, w, y = node.input[0], node.input[1], node.output[0]
+    weight = ex.dequantized_init(w)
+    group = int(attrs.get("group", 1))
+    depthwise = group > 1 and weight.shape[1] == 1 and group == ex.shapes[x][1]
+    if weight.ndim != 4 or (group > 1 and not depthwise):
+        raise UnsupportedOpError(f"export_tflite: Conv '{node.name or y}' (group={group}, {weight.ndim - 2}-D) "
+                                 "is not exported")
+    strides, dilations = list(attrs.get("strides", [1, 1])), list(attrs.get("dilations", [1, 1]))
+    source, padding = ex._padded(node, x, weight.shape[2:], strides, dilations, attrs, integer=False)
+    bias = ex.dequantized_init(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(
+        weight.shape[0], np.float32)
+    bias_index = ex.const(f"{y}/bias_f", bias.ravel(), "float32")
+    out = _float_out(ex, y, layout.NHWC)
+    common = dict(Padding=padding, StrideW=strides[1], StrideH=strides[0], DilationWFactor=dilations[1],
+                  DilationHFactor=dilations[0])
+    if depthwise:
+        filters = ex.const(f"{w}/float", np.transpose(weight, (1, 2, 3, 0)), "float32")
+        ex.emit("DEPTHWISE_CONV_2D", [source, filters, bias_index], [out], "DepthwiseConv2DOptions",
+                DepthMultiplier=weight.shape[0] // ex.shapes[x][1], **common)
+    else:
+        filters = ex.const(f"{w}/float", np.transpose(weight, (0, 2, 3, 1)), "float32")
+        ex.emit("CONV_2D", [source, filters, bias_index], [out], "Conv2DOptions", **common)
+
+
+def gemm(ex, node: onnx.NodeProto) -> None:
+    attrs = _attrs(node)
+    x, w, y = node.input[0], node.input[1], node.output[0]
+    if w not in ex.inits or ex.rank(x) != 2 or attrs.get("transA"):
+        raise UnsupportedOpError(f"export_tflite: {node.op_type} '{node.name or y}' of two tensors or a "
+                                 f"{ex.rank(x)}-D input is not exported")
+    weight = ex.dequantized_init(w)
+    matrix = weight if attrs.get("transB") else weight.T
+    if attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
+        raise UnsupportedOpError(f"export_tflite: Gemm '{node.name or y}' with alpha/beta is not exported")
+    inputs = [ex.need_f(x), ex.const(f"{w}/float", matrix, "float32")]
+    if len(node.input) > 2 and node.input[2]:
+        inputs.append(ex.const(f"{y}/bias_f", ex.dequantized_init(node.input[2]).ravel(), "float32"))
+    ex.emit("FULLY_CONNECTED", inputs, [_float_out(ex, y)], "FullyConnectedOptions")
+
+
+FLOAT_CONVERTERS: dict[str, Callable] = {
+    "Add": binary("ADD"), "Sub": binary("SUB"), "Mul": binary("MUL"), "Div": binary("DIV"),
+    "Max": binary("MAXIMUM"), "Min": binary("MINIMUM"),
+    "Relu": unary("RELU"), "Sigmoid": unary("LOGISTIC"), "Tanh": unary("TANH"), "HardSwish": unary("HARD_SWISH"),
+    "LeakyRelu": lambda ex, node: unary("LEAKY_RELU", "LeakyReluOptions",
+                                        Alpha=float(_attrs(node).get("alpha", 0.01)))(ex, node),
+    "Clip": clip, "HardSigmoid": hard_sigmoid,
+    "MaxPool": pool, "AveragePool": pool, "GlobalAveragePool": global_pool, "GlobalMaxPool": global_pool,
+    "ReduceMean": reduce_mean,
+    "Reshape": reshape, "Flatten": reshape, "Squeeze": reshape, "Unsqueeze": reshape, "Identity": reshape,
+    "Dropout": reshape, "Transpose": transpose, "Concat": concat, "Softmax": softmax,
+    "Conv": conv, "Gemm": gemm, "MatMul": gemm,
+}
