@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from openrknn.errors import UnsupportedOpError
+from openrknn.errors import NotSupportedError, UnsupportedOpError
 from openrknn.export.tflite import float_ops, layout
 from openrknn.export.tflite.flatbuffer import Graph, Operator, Quant, Tensor
 from openrknn.export.tflite.ranges import intermediate_range
@@ -111,7 +111,7 @@ class Exporter:
         elif name in self.inits:
             return self.const(name, self.dequantized_init(name), "float32")
         else:
-            raise UnsupportedOpError(f"export_tflite: tensor '{name}' is used before it is computed")
+            raise NotSupportedError(f"tensor '{name}' is used before it is computed")
         return self.f[name]
 
     def in_perm(self, name: str, perm: tuple[int, ...], integer: bool) -> int:
@@ -217,7 +217,7 @@ class Exporter:
             self._node(node, group, force_float=True)
             return None
         if y not in self.params:
-            if y in group.internal:
+            if y in group.internal and all(o in self.params for o in group.outputs):
                 lo, hi = intermediate_range(self, group, y)
                 scale, zero = asymmetric(np.array([lo], np.float32), np.array([hi], np.float32), "int8")
                 self.params[y] = QuantParams("int8", scale.astype(np.float32), zero.astype(np.int64))
@@ -259,13 +259,13 @@ class Exporter:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         weight = self.inits[w]
         if weight.ndim != 4:
-            raise UnsupportedOpError(f"export_tflite: Conv '{node.name or y}' is {weight.ndim - 2}-D; the TFLite "
+            raise NotSupportedError(f"Conv '{node.name or y}' is {weight.ndim - 2}-D; the TFLite "
                                      "export supports 2-D convolutions")
         group = int(attrs.get("group", 1))
         channels_in = self.shapes[x][1]
         depthwise = group > 1 and group == channels_in and weight.shape[1] == 1
         if group > 1 and not depthwise:
-            raise UnsupportedOpError(f"export_tflite: grouped Conv '{node.name or y}' (group={group}) has no TFLite "
+            raise NotSupportedError(f"grouped Conv '{node.name or y}' (group={group}) has no TFLite "
                                      "op; only group=1 and depthwise convolutions export")
         strides = list(attrs.get("strides", [1, 1]))
         dilations = list(attrs.get("dilations", [1, 1]))
@@ -296,7 +296,7 @@ class Exporter:
         height, width = self.shapes[x][2:]
         pads = list(attrs.get("pads", [0, 0, 0, 0]))
         if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise UnsupportedOpError(f"export_tflite: '{node.name}': auto_pad is not exported (the build resolves it)")
+            raise NotSupportedError(f"'{node.name}': auto_pad is not exported (the build resolves it)")
         if not any(pads):
             return source, 1
         same = []
@@ -324,9 +324,9 @@ class Exporter:
         weight = self.inits[w]
         transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
         if node.op_type == "Gemm" and any(a.name == "transA" and a.i for a in node.attribute):
-            raise UnsupportedOpError(f"export_tflite: Gemm '{node.name or y}' with transA=1 is not exported")
+            raise NotSupportedError(f"Gemm '{node.name or y}' with transA=1 is not exported")
         if weight.ndim != 2 or self.rank(x) != 2:
-            raise UnsupportedOpError(f"export_tflite: MatMul '{node.name or y}' with a {self.rank(x)}-D input and "
+            raise NotSupportedError(f"MatMul '{node.name or y}' with a {self.rank(x)}-D input and "
                                      f"{weight.ndim}-D weight is not exported (FULLY_CONNECTED takes 2-D)")
         matrix = weight if transposed else weight.T
         axis = 0
@@ -346,8 +346,8 @@ class Exporter:
             return
         converter = float_ops.FLOAT_CONVERTERS.get(node.op_type)
         if converter is None:
-            raise UnsupportedOpError(f"export_tflite: op '{node.op_type}' (node '{node.name or outs[0]}') has no "
-                                     "TFLite export; supported: Conv, Gemm/MatMul, " + ", ".join(sorted(float_ops.FLOAT_CONVERTERS)))
+            raise UnsupportedOpError(node.op_type, node.name or outs[0], hint="it has no TFLite export yet (exported: "
+                                     + ", ".join(sorted(float_ops.FLOAT_CONVERTERS)) + ")")
         converter(self, node)
         for out in outs:
             if out in self.params and out not in group.internal or out in self.params and group.nodes[-1] is node:

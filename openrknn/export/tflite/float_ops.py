@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from openrknn.errors import UnsupportedOpError
+from openrknn.errors import NotSupportedError
 from openrknn.export.tflite import layout
 from openrknn.quant import annotate
 
@@ -31,7 +31,7 @@ def _operand(ex, name: str, rank: int, perm: tuple[int, ...]) -> int:
     if ex.rank(name) == rank:
         return ex.in_perm(name, perm, False)
     if ex.rank(name) > 1 and any(d != 1 for d in ex.shapes[name]):
-        raise UnsupportedOpError(f"export_tflite: broadcasting a {ex.rank(name)}-D tensor '{name}' to rank {rank} "
+        raise NotSupportedError(f"broadcasting a {ex.rank(name)}-D tensor '{name}' to rank {rank} "
                                  "is not exported")
     return ex.need_f(name)
 
@@ -98,10 +98,10 @@ def pool(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     kernel = list(attrs["kernel_shape"])
     strides = list(attrs.get("strides", [1, 1]))
     if len(kernel) != 2 or attrs.get("ceil_mode") or any(d != 1 for d in attrs.get("dilations", [1, 1])):
-        raise UnsupportedOpError(f"export_tflite: {node.op_type} '{node.name or y}' (not 2-D, ceil_mode or "
+        raise NotSupportedError(f"{node.op_type} '{node.name or y}' (not 2-D, ceil_mode or "
                                  "dilations) is not exported")
     if node.op_type == "AveragePool" and attrs.get("count_include_pad") and any(attrs.get("pads", [0])):
-        raise UnsupportedOpError(f"export_tflite: AveragePool '{node.name or y}' with count_include_pad=1 is not "
+        raise NotSupportedError(f"AveragePool '{node.name or y}' with count_include_pad=1 is not "
                                  "exported (TFLite averages over the valid values)")
     source, padding = ex._padded(node, x, kernel, strides, [1, 1], attrs, integer)
     op = "MAX_POOL_2D" if node.op_type == "MaxPool" else "AVERAGE_POOL_2D"
@@ -122,7 +122,7 @@ def reduce_mean(ex, node: onnx.NodeProto) -> None:
     y, attrs = node.output[0], _attrs(node)
     axes = attrs.get("axes") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 else None)
     if axes is None or not attrs.get("keepdims", 1):
-        raise UnsupportedOpError(f"export_tflite: ReduceMean '{node.name or y}' without axes or keepdims=0 "
+        raise NotSupportedError(f"ReduceMean '{node.name or y}' without axes or keepdims=0 "
                                  "is not exported")
     perm = ex.storage(y)
     source = ex.in_perm(node.input[0], perm, False)
@@ -161,6 +161,21 @@ def concat(ex, node: onnx.NodeProto, integer: bool = False) -> None:
             Axis=layout.storage_axis(_attrs(node)["axis"], perm))
 
 
+def pad(ex, node: onnx.NodeProto) -> None:
+    y, attrs = node.output[0], _attrs(node)
+    mode = attrs.get("mode", b"constant")
+    pads = attrs.get("pads") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 else None)
+    if mode not in (b"constant", "constant") or pads is None:
+        raise NotSupportedError(f"Pad '{node.name or y}' (mode {mode!r}, or pads not constant) is not exported")
+    rank, perm = ex.rank(y), ex.storage(y)
+    amounts = np.array([[pads[a], pads[a + rank]] for a in perm], np.int32)
+    value = float(ex.inits[node.input[2]]) if len(node.input) > 2 and node.input[2] else 0.0
+    inputs = [ex.in_perm(node.input[0], perm, False), ex.const(f"{y}/pads", amounts, "int32")]
+    if value:
+        inputs.append(ex.const(f"{y}/pad_value", np.array(value, np.float32), "float32"))
+    ex.emit("PADV2" if value else "PAD", inputs, [_float_out(ex, y)])
+
+
 def softmax(ex, node: onnx.NodeProto) -> None:
     y = node.output[0]
     axis = _attrs(node).get("axis", -1) % ex.rank(y)
@@ -179,7 +194,7 @@ def conv(ex, node: onnx.NodeProto) -> None:
     group = int(attrs.get("group", 1))
     depthwise = group > 1 and weight.shape[1] == 1 and group == ex.shapes[x][1]
     if weight.ndim != 4 or (group > 1 and not depthwise):
-        raise UnsupportedOpError(f"export_tflite: Conv '{node.name or y}' (group={group}, {weight.ndim - 2}-D) "
+        raise NotSupportedError(f"Conv '{node.name or y}' (group={group}, {weight.ndim - 2}-D) "
                                  "is not exported")
     strides, dilations = list(attrs.get("strides", [1, 1])), list(attrs.get("dilations", [1, 1]))
     source, padding = ex._padded(node, x, weight.shape[2:], strides, dilations, attrs, integer=False)
@@ -202,12 +217,12 @@ def gemm(ex, node: onnx.NodeProto) -> None:
     attrs = _attrs(node)
     x, w, y = node.input[0], node.input[1], node.output[0]
     if w not in ex.inits or ex.rank(x) != 2 or attrs.get("transA"):
-        raise UnsupportedOpError(f"export_tflite: {node.op_type} '{node.name or y}' of two tensors or a "
+        raise NotSupportedError(f"{node.op_type} '{node.name or y}' of two tensors or a "
                                  f"{ex.rank(x)}-D input is not exported")
     weight = ex.dequantized_init(w)
     matrix = weight if attrs.get("transB") else weight.T
     if attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
-        raise UnsupportedOpError(f"export_tflite: Gemm '{node.name or y}' with alpha/beta is not exported")
+        raise NotSupportedError(f"Gemm '{node.name or y}' with alpha/beta is not exported")
     inputs = [ex.need_f(x), ex.const(f"{w}/float", matrix, "float32")]
     if len(node.input) > 2 and node.input[2]:
         inputs.append(ex.const(f"{y}/bias_f", ex.dequantized_init(node.input[2]).ravel(), "float32"))
@@ -220,7 +235,7 @@ FLOAT_CONVERTERS: dict[str, Callable] = {
     "Relu": unary("RELU"), "Sigmoid": unary("LOGISTIC"), "Tanh": unary("TANH"), "HardSwish": unary("HARD_SWISH"),
     "LeakyRelu": lambda ex, node: unary("LEAKY_RELU", "LeakyReluOptions",
                                         Alpha=float(_attrs(node).get("alpha", 0.01)))(ex, node),
-    "Clip": clip, "HardSigmoid": hard_sigmoid,
+    "PRelu": binary("PRELU"), "Pad": pad, "Clip": clip, "HardSigmoid": hard_sigmoid,
     "MaxPool": pool, "AveragePool": pool, "GlobalAveragePool": global_pool, "GlobalMaxPool": global_pool,
     "ReduceMean": reduce_mean,
     "Reshape": reshape, "Flatten": reshape, "Squeeze": reshape, "Unsqueeze": reshape, "Identity": reshape,
