@@ -203,10 +203,15 @@ class RKNN(RuntimeInfo):
         return 0
 
     @api_call
-    def export_rknn(self, export_path: str, cpp_gen_cfg: Any = None, **kwargs: Any) -> int:
-        """Save the built model as an openrknn ``.rknn`` file (atomic write)."""
+    def export_rknn(self, export_path: str, cpp_gen_cfg: Any = None, embed_tflite: bool = False, **kwargs: Any) -> int:
+        """Save the built model as an openrknn ``.rknn`` file (atomic write); ``embed_tflite=True`` also
+        stores its TFLite export, which RKNNLite runs with Teflon or LiteRT (docs/deployment.md)."""
         from openrknn.model_file import save_model
         model = self._require_model("export_rknn")
+        if embed_tflite:
+            from openrknn.export.tflite import tflite_bytes
+            from openrknn.model_file.embedded import save_with_tflite
+            save_model = functools.partial(save_with_tflite, tflite=tflite_bytes(model)[0])
         if cpp_gen_cfg is not None:
             log.warning("'cpp_gen_cfg' param of 'export_rknn' has been deprecated. Please call 'codegen' to "
                         "generate a cpp demo.")

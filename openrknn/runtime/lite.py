@@ -20,8 +20,12 @@ from openrknn.graph.rknn_model import RKNNModel
 class RKNNLite(RuntimeInfo):
     """Load an ``.rknn`` file and run it (simulator-backed)."""
 
-    def __init__(self, verbose: bool = False, verbose_file: str | None = None) -> None:
+    def __init__(self, verbose: bool = False, verbose_file: str | None = None, backend: str | None = None) -> None:
+        """``backend``: 'teflon', 'litert' or 'onnxruntime' forces one (default: the fastest present,
+        see ``openrknn.runtime.backends``)."""
         log.configure(bool(verbose), verbose_file)
+        self._backend = backend
+        self._tflite: bytes | None = None
         self._model: RKNNModel | None = None
         self._runtime: Any = None
         self._custom_ops = CustomOpRegistry()
@@ -42,21 +46,24 @@ class RKNNLite(RuntimeInfo):
         ``master_model``: for a model built with ``remove_weight=True``, the .rknn holding its weights.
         """
         from openrknn.model_file import load_model
+        from openrknn.model_file.embedded import read_tflite
         self._model = load_model(path, master_model)
+        self._tflite = read_tflite(path)
         self._runtime = None
         return 0
 
     @api_call
     def init_runtime(self, target: str | None = None, device_id: str | None = None, async_mode: bool = False,
                      core_mask: int = RuntimeInfo.NPU_CORE_AUTO) -> int:
-        """Start the runtime (the simulator: no NPU driver is used)."""
-        from openrknn.sim.session import Simulator
+        """Start the runtime on the fastest backend present (Teflon, LiteRT, onnxruntime; one I line says which)."""
+        from openrknn.runtime import backends
         if self._model is None:
             raise RuntimeStateError("call load_rknn() before init_runtime()")
         if core_mask not in self.VALID_CORE_MASKS:
             raise RuntimeStateError(f"core_mask {core_mask:#x} is not one of the NPU_CORE_* values")
-        self._runtime = Simulator(self._model, self._custom_ops)
-        log.info("init_runtime: running on the openrknn simulator")
+        backend, why = backends.choose(self._backend, self._model, self._tflite)
+        self._runtime = backends.start(backend, self._model, self._tflite, self._custom_ops)
+        log.info(f"init_runtime: backend {backend} ({why})")
         return 0
 
     @api_call
