@@ -62,7 +62,7 @@ def _litert_problem(model: RKNNModel, tflite: bytes | None) -> str | None:
     if model.rknn_batch_size != 1:
         return "the embedded TFLite runs batch 1 only"
     if not litert_present():
-        return "LiteRT is not installed (pip install ai-edge-litert)"
+        return "LiteRT is not installed (pip install 'openrknn[litert]')"
     return None
 
 

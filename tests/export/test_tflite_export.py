@@ -56,8 +56,8 @@ def _samples(shape, count=4, seed=1):
 
 
 def _litert(path: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from openrknn.export.tflite.verify import _run_litert
-    return _run_litert(path.read_bytes(), inputs)
+    from openrknn.export.tflite.verify import run_litert
+    return run_litert(path.read_bytes(), inputs)
 
 
 @pytest.mark.parametrize("method", ["layer", "channel"])

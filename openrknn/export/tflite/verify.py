@@ -43,9 +43,13 @@ def simulator_integers(model: RKNNModel, feeds: dict[str, np.ndarray]) -> dict[s
     return result
 
 
-def _run_litert(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    from ai_edge_litert.interpreter import Interpreter
-    interpreter = Interpreter(model_content=data)
+def run_litert(data: bytes, inputs: list[np.ndarray], kernels: str = "xnnpack") -> list[np.ndarray]:
+    """LiteRT on ``data``: ``kernels`` 'xnnpack' (LiteRT's default CPU path), 'builtin' (its own
+    optimized kernels) or 'reference'."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    resolver = {"xnnpack": OpResolverType.AUTO, "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                "reference": OpResolverType.BUILTIN_REF}[kernels]
+    interpreter = Interpreter(model_content=data, experimental_op_resolver_type=resolver)
     interpreter.allocate_tensors()
     for detail, value in zip(interpreter.get_input_details(), inputs):
         interpreter.set_tensor(detail["index"], np.ascontiguousarray(value))
@@ -53,7 +57,7 @@ def _run_litert(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
 
 
-def compare_layers(model: RKNNModel, feeds: dict[str, np.ndarray]) -> list[LayerCheck]:
+def compare_layers(model: RKNNModel, feeds: dict[str, np.ndarray], kernels: str = "xnnpack") -> list[LayerCheck]:
     """Per-layer agreement of LiteRT with the simulator for every layer with int8 inputs and outputs."""
     ints = simulator_integers(model, feeds)
     probe = Exporter(model, float_io=False)
@@ -68,7 +72,7 @@ def compare_layers(model: RKNNModel, feeds: dict[str, np.ndarray]) -> list[Layer
         exporter = Exporter(model, float_io=False)
         graph = exporter.run(inputs=inputs, outputs=outputs)
         layouts = [exporter.storage(i) for i in inputs]
-        got = _run_litert(serialize(graph), [np.transpose(ints[i], p) for i, p in zip(inputs, layouts)])
+        got = run_litert(serialize(graph), [np.transpose(ints[i], p) for i, p in zip(inputs, layouts)], kernels)
         worst, differing, total = 0, 0, 0
         for name, value in zip(outputs, got):
             expected = np.transpose(ints[name], exporter.storage(name)).astype(np.int32)
