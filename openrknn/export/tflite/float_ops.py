@@ -213,6 +213,65 @@ def conv(ex, node: onnx.NodeProto) -> None:
         ex.emit("CONV_2D", [source, filters, bias_index], [out], "Conv2DOptions", **common)
 
 
+def conv_transpose(ex, node: onnx.NodeProto) -> None:
+    """ConvTranspose (group 1, no padding: the decoder's upsampling) as a float TRANSPOSE_CONV."""
+    attrs = _attrs(node)
+    x, w, y = node.input[0], node.input[1], node.output[0]
+    weight = ex.dequantized_init(w)   # [C_in, C_out, kh, kw]
+    if weight.ndim != 4 or attrs.get("group", 1) != 1 or any(attrs.get("pads", [0])) \
+            or any(attrs.get("output_padding", [0])) or any(d != 1 for d in attrs.get("dilations", [1, 1])):
+        raise NotSupportedError(f"ConvTranspose '{node.name or y}' with groups, pads, output_padding or dilations is "
+                                "not exported")
+    strides = list(attrs.get("strides", [1, 1]))
+    shape = layout.stored_shape(ex.shapes[y], layout.NHWC)
+    bias = ex.dequantized_init(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(
+        weight.shape[1], np.float32)
+    inputs = [ex.const(f"{y}/output_shape", np.array(shape), "int32"),
+              ex.const(f"{w}/float", np.transpose(weight, (1, 2, 3, 0)), "float32"),
+              ex.in_perm(x, layout.NHWC, False), ex.const(f"{y}/bias_f", bias.ravel(), "float32")]
+    ex.emit("TRANSPOSE_CONV", inputs, [_float_out(ex, y, layout.NHWC)], "TransposeConvOptions", Padding=1,
+            StrideW=strides[1], StrideH=strides[0])
+
+
+def batch_norm(ex, node: onnx.NodeProto) -> None:
+    """BatchNormalization (inference) as a per-channel MUL and ADD."""
+    x, y = node.input[0], node.output[0]
+    scale, bias, mean, var = (ex.dequantized_init(i).astype(np.float64) for i in node.input[1:5])
+    factor = scale / np.sqrt(var + _attrs(node).get("epsilon", 1e-5))
+    shape = (1, -1) + (1,) * (ex.rank(y) - 2)
+    perm = ex.storage(y)
+    multiplier = layout.constant_for(factor.astype(np.float32).reshape(shape), ex.rank(y), perm)
+    offset = layout.constant_for((bias - mean * factor).astype(np.float32).reshape(shape), ex.rank(y), perm)
+    scaled = ex.new_tensor(y, "float32", shape=layout.stored_shape(ex.shapes[y], perm), label=f"{y}/scaled")
+    ex.emit("MUL", [ex.in_perm(x, perm, False), ex.const(f"{y}/bn_scale", multiplier, "float32")], [scaled],
+            "MulOptions")
+    ex.emit("ADD", [scaled, ex.const(f"{y}/bn_offset", offset, "float32")], [_float_out(ex, y)], "AddOptions")
+
+
+def resize(ex, node: onnx.NodeProto) -> None:
+    """Resize of the two spatial axes: nearest (integer factors) or linear, as RESIZE_* on NHWC."""
+    attrs = _attrs(node)
+    x, y = node.input[0], node.output[0]
+    mode = attrs.get("mode", b"nearest")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    transform = attrs.get("coordinate_transformation_mode", b"half_pixel")
+    transform = transform.decode() if isinstance(transform, bytes) else transform
+    before, after = ex.shapes[x], ex.shapes[y]
+    if len(before) != 4 or before[:2] != after[:2]:
+        raise NotSupportedError(f"Resize '{node.name or y}' of other than the two spatial axes is not exported")
+    size = ex.const(f"{y}/size", np.array(after[2:]), "int32")
+    source = ex.in_perm(x, layout.NHWC, False)
+    out = _float_out(ex, y, layout.NHWC)
+    if mode == "nearest" and all(a % b == 0 for a, b in zip(after[2:], before[2:])) \
+            and transform in ("half_pixel", "asymmetric", "pytorch_half_pixel"):
+        ex.emit("RESIZE_NEAREST_NEIGHBOR", [source, size], [out], "ResizeNearestNeighborOptions")
+    elif mode == "linear" and transform in ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"):
+        ex.emit("RESIZE_BILINEAR", [source, size], [out], "ResizeBilinearOptions",
+                AlignCorners=transform == "align_corners", HalfPixelCenters="half_pixel" in transform)
+    else:
+        raise NotSupportedError(f"Resize '{node.name or y}' (mode {mode}, {transform}) has no TFLite equivalent")
+
+
 def gemm(ex, node: onnx.NodeProto) -> None:
     attrs = _attrs(node)
     x, w, y = node.input[0], node.input[1], node.output[0]
@@ -240,5 +299,6 @@ FLOAT_CONVERTERS: dict[str, Callable] = {
     "ReduceMean": reduce_mean,
     "Reshape": reshape, "Flatten": reshape, "Squeeze": reshape, "Unsqueeze": reshape, "Identity": reshape,
     "Dropout": reshape, "Transpose": transpose, "Concat": concat, "Softmax": softmax,
-    "Conv": conv, "Gemm": gemm, "MatMul": gemm,
+    "Conv": conv, "Gemm": gemm, "MatMul": gemm, "ConvTranspose": conv_transpose, "Resize": resize,
+    "BatchNormalization": batch_norm,
 }
