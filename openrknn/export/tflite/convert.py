@@ -45,7 +45,10 @@ class Exporter:
     def __init__(self, model: RKNNModel, float_io: bool = True) -> None:
         self.model = model
         self.float_io = float_io
-        graph = model.graph
+        graph = onnx.ModelProto()
+        graph.CopyFrom(model.graph)
+        for value in graph.graph.output:   # declared outputs may keep the source's -1 dims: infer them
+            value.type.tensor_type.ClearField("shape")
         try:
             graph = shape_inference.infer_shapes(graph)
         except Exception:   # shapes of a built graph are static: inference only fails on custom ops
