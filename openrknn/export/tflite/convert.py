@@ -121,21 +121,16 @@ class Exporter:
         """``name`` (int8 or float) stored as ``perm`` (a TRANSPOSE when it is stored otherwise)."""
         index = self.need_q(name) if integer else self.need_f(name)
         have = self.storage(name)
-        if have == perm or layout.same_memory(self.shapes[name], have) and layout.same_memory(self.shapes[name], perm):
-            if have == perm:
-                return index
-            shape = layout.stored_shape(self.shapes[name], perm)
-            out = self.out.add(Tensor(f"{name}/as{''.join(map(str, perm))}", shape, self.out.tensors[index].dtype,
-                                      quant=self.out.tensors[index].quant))
-            self.emit("RESHAPE", [index, self.const(f"{name}/shape{len(self.out.tensors)}", np.array(shape), "int32")],
-                      [out])
-            return out
-        conversion = layout.conversion_perm(have, perm)
+        if have == perm:
+            return index
         shape = layout.stored_shape(self.shapes[name], perm)
-        out = self.out.add(Tensor(f"{name}/t{''.join(map(str, perm))}", shape, self.out.tensors[index].dtype,
-                                  quant=self.out.tensors[index].quant))
-        self.emit("TRANSPOSE", [index, self.const(f"{name}/perm{len(self.out.tensors)}", np.array(conversion), "int32")],
-                  [out])
+        tensor = self.out.tensors[index]
+        out = self.out.add(Tensor(f"{name}/{''.join(map(str, perm))}", shape, tensor.dtype, quant=tensor.quant))
+        if layout.same_memory(self.shapes[name], have) and layout.same_memory(self.shapes[name], perm):
+            op, operand = "RESHAPE", np.array(shape)   # only size-1 axes move: the same bytes
+        else:
+            op, operand = "TRANSPOSE", np.array(layout.conversion_perm(have, perm))
+        self.emit(op, [index, self.const(f"{name}/{op.lower()}{len(self.out.tensors)}", operand, "int32")], [out])
         return out
 
     def dequantized_init(self, name: str) -> np.ndarray:

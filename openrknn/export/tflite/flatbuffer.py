@@ -71,7 +71,7 @@ def _offsets(builder: Any, table: str, field_name: str, offsets: list[int]) -> i
 
 
 def _table(builder: Any, name: str, fields: dict[str, Any]) -> int:
-    """A table of scalar fields (``fields`` use the schema's CamelCase names)."""
+    """A table from its fields (the schema's CamelCase names; scalars, or offsets of objects built before)."""
     module = _schema(name)
     getattr(module, f"{name}Start")(builder)
     for key, value in fields.items():
@@ -123,35 +123,19 @@ def serialize(graph: Graph, description: str = "openrknn") -> bytes:
     operator_vector = _offsets(builder, "SubGraph", "Operators", operators)
     inputs = _vector(builder, "SubGraph", "Inputs", graph.inputs, "Int32")
     outputs = _vector(builder, "SubGraph", "Outputs", graph.outputs, "Int32")
-    name = builder.CreateString("main")
-    module = _schema("SubGraph")
-    module.SubGraphStart(builder)
-    module.SubGraphAddTensors(builder, tensor_vector)
-    module.SubGraphAddInputs(builder, inputs)
-    module.SubGraphAddOutputs(builder, outputs)
-    module.SubGraphAddOperators(builder, operator_vector)
-    module.SubGraphAddName(builder, name)
-    subgraph = module.SubGraphEnd(builder)
-
+    subgraph = _table(builder, "SubGraph", {"Tensors": tensor_vector, "Inputs": inputs, "Outputs": outputs,
+                                            "Operators": operator_vector, "Name": builder.CreateString("main")})
     codes = []
     for op in opcodes:
         code = getattr(builtin, op)
         codes.append(_table(builder, "OperatorCode", {"DeprecatedBuiltinCode": min(code, 127), "BuiltinCode": code,
                                                       "Version": 1}))
-    code_vector = _offsets(builder, "Model", "OperatorCodes", codes)
-    subgraph_vector = _offsets(builder, "Model", "Subgraphs", [subgraph])
-    buffer_vector = _offsets(builder, "Model", "Buffers", buffers)
-    text = builder.CreateString(description)
-    module = _schema("Model")
-    module.ModelStart(builder)
-    module.ModelAddVersion(builder, _SCHEMA_VERSION)
-    module.ModelAddOperatorCodes(builder, code_vector)
-    module.ModelAddSubgraphs(builder, subgraph_vector)
-    module.ModelAddDescription(builder, text)
-    module.ModelAddBuffers(builder, buffer_vector)
-    builder.Finish(module.ModelEnd(builder), file_identifier=b"TFL3")
+    fields = {"Version": _SCHEMA_VERSION, "OperatorCodes": _offsets(builder, "Model", "OperatorCodes", codes),
+              "Subgraphs": _offsets(builder, "Model", "Subgraphs", [subgraph]),
+              "Description": builder.CreateString(description),
+              "Buffers": _offsets(builder, "Model", "Buffers", buffers)}
+    builder.Finish(_table(builder, "Model", fields), file_identifier=b"TFL3")
     return bytes(builder.Output())
-
 
 def _buffer(builder: Any, data: np.ndarray | None) -> int:
     module = _schema("Buffer")

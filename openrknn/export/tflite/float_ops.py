@@ -119,16 +119,20 @@ def global_pool(ex, node: onnx.NodeProto) -> None:
 
 
 def reduce_mean(ex, node: onnx.NodeProto) -> None:
-    y, attrs = node.output[0], _attrs(node)
-    axes = attrs.get("axes") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 else None)
-    if axes is None or not attrs.get("keepdims", 1):
-        raise NotSupportedError(f"ReduceMean '{node.name or y}' without axes or keepdims=0 "
-                                 "is not exported")
-    perm = ex.storage(y)
-    source = ex.in_perm(node.input[0], perm, False)
-    storage_axes = sorted(layout.storage_axis(int(a), perm) for a in axes)
-    ex.emit("MEAN", [source, ex.const(f"{y}/axes", np.array(storage_axes), "int32")], [_float_out(ex, y)],
-            "ReducerOptions", KeepDims=True)
+    x, y, attrs = node.input[0], node.output[0], _attrs(node)
+    axes = attrs.get("axes") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 and node.input[1] else None)
+    rank = ex.rank(x)
+    axes = sorted(int(a) % rank for a in (axes if axes is not None else range(rank)))
+    keep = bool(attrs.get("keepdims", 1))
+    perm = ex.storage(x)
+    source = ex.in_perm(x, perm, False)
+    if keep:
+        out_perm = perm
+    else:   # the remaining axes keep their storage order, renumbered
+        remaining = [p for p in perm if p not in axes]
+        out_perm = tuple(sorted(remaining).index(p) for p in remaining)
+    ex.emit("MEAN", [source, ex.const(f"{y}/axes", np.array(sorted(layout.storage_axis(a, perm) for a in axes)),
+                                      "int32")], [_float_out(ex, y, out_perm)], "ReducerOptions", KeepDims=keep)
 
 
 def reshape(ex, node: onnx.NodeProto, integer: bool = False) -> None:
