@@ -323,15 +323,16 @@ class Exporter:
         transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
         if node.op_type == "Gemm" and any(a.name == "transA" and a.i for a in node.attribute):
             raise NotSupportedError(f"Gemm '{node.name or y}' with transA=1 is not exported")
-        if weight.ndim != 2 or self.rank(x) != 2:
-            raise NotSupportedError(f"MatMul '{node.name or y}' with a {self.rank(x)}-D input and "
-                                     f"{weight.ndim}-D weight is not exported (FULLY_CONNECTED takes 2-D)")
+        if weight.ndim != 2:
+            raise NotSupportedError(f"MatMul '{node.name or y}' with a {weight.ndim}-D weight is not exported "
+                                    "(FULLY_CONNECTED takes a 2-D weight)")
         matrix = weight if transposed else weight.T
         axis = 0
         filters = self.const(w, matrix, "int8", self._weight_quant(w, axis))
-        source = self.need_q(x)
-        self.emit("FULLY_CONNECTED", [source, filters, self._bias(bias, x, w, matrix.shape[0])], [self._output(y)],
-                  "FullyConnectedOptions")
+        source = self.in_perm(x, layout.identity(self.rank(x)), True)
+        self.q[y] = self.new_tensor(y, "int8", self.act_quant(y), layout.identity(self.rank(y)))
+        self.emit("FULLY_CONNECTED", [source, filters, self._bias(bias, x, w, matrix.shape[0])], [self.q[y]],
+                  "FullyConnectedOptions", KeepNumDims=self.rank(x) > 2)
 
     # ------------------------------------------------------------------ other nodes
     def _node(self, node: onnx.NodeProto, group: npu_layers.LayerGroup, force_float: bool = False) -> None:

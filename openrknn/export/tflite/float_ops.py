@@ -276,20 +276,66 @@ def resize(ex, node: onnx.NodeProto) -> None:
         raise NotSupportedError(f"Resize '{node.name or y}' (mode {mode}, {transform}) has no TFLite equivalent")
 
 
+def power(ex, node: onnx.NodeProto) -> None:
+    """Pow by a constant: ``x·x`` for the exponent 2 (what LayerNorm's variance uses), else POW."""
+    x, y = node.input[0], node.output[0]
+    exponent = ex.inits.get(node.input[1])
+    if exponent is not None and exponent.size == 1 and float(exponent.ravel()[0]) == 2.0:
+        source = ex.in_perm(x, ex.storage(y), False)
+        ex.emit("MUL", [source, source], [_float_out(ex, y)], "MulOptions")
+        return
+    binary("POW")(ex, node)
+
+
+def slice_(ex, node: onnx.NodeProto) -> None:
+    """Slice with constant starts/ends/axes/steps as STRIDED_SLICE over the stored axes."""
+    x, y = node.input[0], node.output[0]
+    consts = [ex.inits.get(i) if i else None for i in node.input[1:5]]
+    if any(c is None for c, i in zip(consts, node.input[1:5]) if i) or consts[0] is None or consts[1] is None:
+        raise NotSupportedError(f"Slice '{node.name or y}' with computed bounds is not exported")
+    shape, rank = ex.shapes[x], ex.rank(x)
+    starts, ends = consts[0].astype(np.int64), consts[1].astype(np.int64)
+    axes = consts[2].astype(np.int64) % rank if consts[2] is not None else np.arange(len(starts))
+    steps = consts[3].astype(np.int64) if consts[3] is not None else np.ones(len(starts), np.int64)
+    begin, end, stride = [0] * rank, list(shape), [1] * rank
+    for a, b, e, st in zip(axes, starts, ends, steps):
+        if st < 0:
+            raise NotSupportedError(f"Slice '{node.name or y}' with a negative step is not exported")
+        begin[a] = int(np.clip(b + shape[a] if b < 0 else b, 0, shape[a]))
+        end[a] = int(np.clip(e + shape[a] if e < 0 else e, 0, shape[a]))
+        stride[a] = int(st)
+    perm = ex.storage(x)
+    ex.perm[y] = perm
+    operands = [ex.const(f"{y}/{n}", np.array([v[p] for p in perm]), "int32")
+                for n, v in (("begin", begin), ("end", end), ("strides", stride))]
+    ex.emit("STRIDED_SLICE", [ex.need_f(x)] + operands, [_float_out(ex, y)], "StridedSliceOptions")
+
+
 def gemm(ex, node: onnx.NodeProto) -> None:
+    """Gemm / MatMul with a constant weight as a float FULLY_CONNECTED; of two tensors, BATCH_MATMUL."""
     attrs = _attrs(node)
     x, w, y = node.input[0], node.input[1], node.output[0]
-    if w not in ex.inits or ex.rank(x) != 2 or attrs.get("transA"):
-        raise NotSupportedError(f"{node.op_type} '{node.name or y}' of two tensors or a "
-                                 f"{ex.rank(x)}-D input is not exported")
+    if w not in ex.inits:
+        return batch_matmul(ex, node)
+    if attrs.get("transA") or ex.inits[w].ndim != 2:
+        raise NotSupportedError(f"{node.op_type} '{node.name or y}' with transA or a {ex.inits[w].ndim}-D weight is "
+                                "not exported")
     weight = ex.dequantized_init(w)
     matrix = weight if attrs.get("transB") else weight.T
     if attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
         raise NotSupportedError(f"Gemm '{node.name or y}' with alpha/beta is not exported")
-    inputs = [ex.need_f(x), ex.const(f"{w}/float", matrix, "float32")]
+    inputs = [ex.in_perm(x, layout.identity(ex.rank(x)), False), ex.const(f"{w}/float", matrix, "float32")]
     if len(node.input) > 2 and node.input[2]:
         inputs.append(ex.const(f"{y}/bias_f", ex.dequantized_init(node.input[2]).ravel(), "float32"))
-    ex.emit("FULLY_CONNECTED", inputs, [_float_out(ex, y)], "FullyConnectedOptions")
+    ex.emit("FULLY_CONNECTED", inputs, [_float_out(ex, y, layout.identity(ex.rank(y)))], "FullyConnectedOptions",
+            KeepNumDims=ex.rank(x) > 2)
+
+
+def batch_matmul(ex, node: onnx.NodeProto) -> None:
+    """MatMul of two activations (attention), float32."""
+    y = node.output[0]
+    plain = [ex.in_perm(i, layout.identity(ex.rank(i)), False) for i in node.input[:2]]
+    ex.emit("BATCH_MATMUL", plain, [_float_out(ex, y, layout.identity(ex.rank(y)))], "BatchMatMulOptions")
 
 
 FLOAT_CONVERTERS: dict[str, Callable] = {
@@ -304,5 +350,5 @@ FLOAT_CONVERTERS: dict[str, Callable] = {
     "Reshape": reshape, "Flatten": reshape, "Squeeze": reshape, "Unsqueeze": reshape, "Identity": reshape,
     "Dropout": reshape, "Transpose": transpose, "Concat": concat, "Softmax": softmax,
     "Conv": conv, "Gemm": gemm, "MatMul": gemm, "ConvTranspose": conv_transpose, "Resize": resize,
-    "BatchNormalization": batch_norm,
+    "BatchNormalization": batch_norm, "Pow": power, "Sqrt": unary("SQRT"), "Slice": slice_, "Exp": unary("EXP"),
 }

@@ -37,8 +37,19 @@ def _inverse_range(ex, nodes: list[onnx.NodeProto], tensor: str, group) -> tuple
     params = ex.params[exit_name]
     out_lo, out_hi = param_range(params)
     reach = 4 * max(abs(out_lo), abs(out_hi)) + 8
-    rank = ex.rank(tensor)
-    grid = np.linspace(-reach, reach, _GRID, dtype=np.float32).reshape((_GRID,) + (1,) * (rank - 1))
+    evaluator = ReferenceEvaluator(_closure_model(ex, nodes, tensor, exit_name))
+    for _ in range(_WIDENINGS):   # a small scale after the activation needs a wide input range: widen until the
+        lo, hi = _edges(evaluator, tensor, reach, ex.rank(tensor), params)   # output is constant at both ends
+        if max(-lo, hi) < 0.5 * reach:   # the edges lie well inside the grid
+            break
+        reach *= 8
+    return lo, hi
+
+
+_WIDENINGS = 8
+
+
+def _closure_model(ex, nodes: list[onnx.NodeProto], tensor: str, exit_name: str) -> onnx.ModelProto:
     used = {i for n in nodes for i in n.input}
     inits = [numpy_helper.from_array(ex.inits[name], name) for name in used if name in ex.inits]
     plain = []
@@ -49,8 +60,13 @@ def _inverse_range(ex, nodes: list[onnx.NodeProto], tensor: str, group) -> tuple
         plain.append(copy)
     graph = helper.make_graph(plain, "closure", [helper.make_tensor_value_info(tensor, onnx.TensorProto.FLOAT, None)],
                               [helper.make_tensor_value_info(exit_name, onnx.TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=list(ex.model.graph.opset_import))
-    values = np.asarray(ReferenceEvaluator(model).run(None, {tensor: grid})[0], np.float32).reshape(_GRID, -1)
+    return helper.make_model(graph, opset_imports=list(ex.model.graph.opset_import))
+
+
+def _edges(evaluator, tensor: str, reach: float, rank: int, params) -> tuple[float, float]:
+    """The smallest interval of ``[-reach, reach]`` outside which the quantized output is constant."""
+    grid = np.linspace(-reach, reach, _GRID, dtype=np.float32).reshape((_GRID,) + (1,) * (rank - 1))
+    values = np.asarray(evaluator.run(None, {tensor: grid})[0], np.float32).reshape(_GRID, -1)
     scale, zero = float(params.scale.ravel()[0]), int(params.zero_point.ravel()[0])
     q = np.clip(np.rint(values / np.float32(scale)) + zero, params.qmin, params.qmax)
     xs = grid.ravel()
