@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.conftest import cosine, shared_data_root  # noqa: E402
 
 MODELS = {"ch_ppocr_mobile_v2.0_cls_infer": ("onnx", (48, 192)), "ch_PP-OCRv3_det_infer": ("onnx", None),
+          "ch_PP-OCRv4_rec_infer": ("onnx", (48, 160)),
           "face_detection_short_range": ("tflite", None), "iris_landmark": ("tflite", None),
           "selfie_segmentation": ("tflite", None), "hand_landmark_lite": ("tflite", None)}
 

@@ -36,15 +36,16 @@ def _inverse_range(ex, nodes: list[onnx.NodeProto], tensor: str, group) -> tuple
     exit_name = group.outputs[-1]
     params = ex.params[exit_name]
     out_lo, out_hi = param_range(params)
-    reach = 4 * max(abs(out_lo), abs(out_hi)) + 8
+    first = reach = 4 * max(abs(out_lo), abs(out_hi)) + 8
     evaluator = ReferenceEvaluator(_closure_model(ex, nodes, tensor, exit_name))
-    for _ in range(_WIDENINGS):   # a small scale after the activation needs a wide input range: widen until the
-        lo, hi = _edges(evaluator, tensor, reach, ex.rank(tensor), params)   # output is constant at both ends
-        if max(-lo, hi) < 0.5 * reach:   # the edges lie well inside the grid
+    for _ in range(_WIDENINGS):   # a small scale after the activation needs a wide positive range: widen until
+        lo, hi = _edges(evaluator, tensor, reach, ex.rank(tensor), params)   # the output is constant above it
+        if hi < 0.5 * reach:
             break
         reach *= 8
-    return lo, hi
-
+    # The negative side of these activations is compressed (PRelu, SiLU, hard-swish): its far tail, where
+    # the output changes by a step over a long stretch, is clipped rather than coarsening every value.
+    return max(lo, -max(first, hi)), hi
 
 _WIDENINGS = 8
 
