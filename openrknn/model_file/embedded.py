@@ -7,7 +7,7 @@ from __future__ import annotations
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file import _open, to_container
-from openrknn.model_file.container import encode, read_file, write_atomic
+from openrknn.model_file.container import MAGIC, encode, read_file, write_atomic
 
 TFLITE_SECTION = "model.tflite"
 TFLITE_VERSION = 1
@@ -25,7 +25,11 @@ def save_with_tflite(model: RKNNModel, path: str, tflite: bytes, float_io: bool 
 
 
 def read_tflite(path: str) -> bytes | None:
-    """The embedded TFLite flatbuffer of an openrknn ``.rknn`` file, None when it has none."""
+    """The embedded TFLite flatbuffer of an openrknn ``.rknn`` file, None when it has none (or the file
+    is another kind of model, e.g. one compiled by Rockchip's toolkit)."""
+    with open(path, "rb") as handle:
+        if handle.read(len(MAGIC)) != MAGIC:
+            return None
     container = _open(read_file(path), path)
     entry = (container.header.get("embedded") or {}).get("tflite")
     if entry is None:

@@ -113,3 +113,18 @@ def test_embedded_section_is_versioned_and_old_files_load(rknn_files, tmp_path):
     assert header["embedded"]["tflite"]["version"] == 1
     assert read_tflite(str(with_tflite))[4:8] == b"TFL3" and read_tflite(str(plain)) is None
     assert load_model(str(with_tflite)).quant_params == load_model(str(plain)).quant_params
+
+
+def test_newer_embedded_section_is_refused_by_name(rknn_files, tmp_path):
+    from openrknn.errors import ModelFileError
+    from openrknn.model_file.container import encode, read_file
+    from openrknn.model_file.embedded import read_tflite
+    container = read_file(str(rknn_files[0]))
+    container.header["embedded"]["tflite"]["version"] = 2
+    newer = tmp_path / "newer.rknn"
+    newer.write_bytes(encode(container))
+    with pytest.raises(ModelFileError, match="embedded TFLite section is version 2"):
+        read_tflite(str(newer))
+    not_ours = tmp_path / "rockchip.rknn"
+    not_ours.write_bytes(b"RKNN" + bytes(64))
+    assert read_tflite(str(not_ours)) is None
