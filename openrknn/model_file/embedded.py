@@ -4,6 +4,7 @@ The header's ``embedded`` table lists them, each with its own version, so an old
 simply ignores them and a newer one can tell what it reads."""
 from __future__ import annotations
 
+from openrknn import log
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file import _open, to_container
@@ -34,9 +35,10 @@ def read_tflite(path: str) -> bytes | None:
     entry = (container.header.get("embedded") or {}).get("tflite")
     if entry is None:
         return None
-    if int(entry.get("version", 0)) > TFLITE_VERSION:
-        raise ModelFileError(f"'{path}': its embedded TFLite section is version {entry['version']}, newer than this "
-                             f"openrknn reads ({TFLITE_VERSION}); upgrade openrknn")
+    if int(entry.get("version", 0)) > TFLITE_VERSION:   # the model itself still loads and runs on onnxruntime
+        log.warning(f"'{path}': its embedded TFLite section is version {entry['version']}, newer than this openrknn "
+                    f"reads ({TFLITE_VERSION}); it is ignored (upgrade openrknn to use it)")
+        return None
     data = container.sections.get(entry.get("section", TFLITE_SECTION))
     if data is None or data[4:8] != b"TFL3":
         raise ModelFileError(f"'{path}': the embedded TFLite section is missing or not a TFLite flatbuffer; "
