@@ -66,7 +66,7 @@ def main() -> None:
     root = shared_data_root()
     if root is None:
         sys.exit("shared models not found (OPENRKNN_TEST_DATA)")
-    print(f"{'model':<32} {'layers':>6} {'teflon':>6}  {'xnnpack 0/1/2/>2':<18} {'builtin 0/1/2/>2':<18} {'cos e2e':>8} {'max|Δ| e2e':>10} {'max|sim|':>9}")
+    print(f"{'model':<32} {'layers':>6} {'teflon':>6}  {'xnnpack 0/1/2/>2':<24} {'builtin 0/1/2/>2':<24} {'cos e2e':>8} {'max|Δ| e2e':>10} {'max|sim|':>9}")
     for name, (framework, size) in MODELS.items():
         path = root / "models" / framework / f"{name}.{framework}"
         if not path.exists():
@@ -86,8 +86,9 @@ def main() -> None:
             feeds = {rknn._model.graph.graph.input[0].name: x}
             counts = []
             for kernels in ("xnnpack", "builtin"):
-                c = Counter(min(k.max_steps, 3) for k in compare_layers(rknn._model, feeds, kernels))
-                counts.append("/".join(str(c.get(i, 0)) for i in range(4)))
+                steps = [k.max_steps for k in compare_layers(rknn._model, feeds, kernels)]
+                c = Counter(min(k, 3) for k in steps)
+                counts.append("/".join(str(c.get(i, 0)) for i in range(4)) + f" (max {max(steps)})")
             rknn.init_runtime()
             layout = "nchw" if framework == "onnx" else "nhwc"
             expected = rknn.inference(inputs=[x], data_format=layout)
@@ -98,7 +99,7 @@ def main() -> None:
             delta = max(float(np.abs(g - e).max(initial=0)) for g, e in finite)
             scale = max(float(np.abs(e).max(initial=0)) for _, e in finite)
             teflon = sum(r.runs_on.startswith("NPU") for r in rows)
-            print(f"{name:<32} {len(rows):>6} {teflon:>6}  {counts[0]:<18} {counts[1]:<18} {cos:>8.5f} {delta:>10.4g} {scale:>9.4g}")
+            print(f"{name:<32} {len(rows):>6} {teflon:>6}  {counts[0]:<24} {counts[1]:<24} {cos:>8.5f} {delta:>10.4g} {scale:>9.4g}")
 
 
 if __name__ == "__main__":
