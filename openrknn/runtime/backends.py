@@ -51,8 +51,8 @@ def choose(requested: str | None, model: RKNNModel, tflite: bytes | None) -> tup
         return requested, "forced by RKNNLite(backend=...)"
     for name in BACKENDS:
         if problems[name] is None:
-            skipped = "; ".join(f"not {n}: {problems[n]}" for n in BACKENDS[:BACKENDS.index(name)])
-            return name, f"fastest present{' (' + skipped + ')' if skipped else ''}"
+            skipped = list(dict.fromkeys(problems[n] for n in BACKENDS[:BACKENDS.index(name)]))
+            return name, "; ".join(skipped) if skipped else "the fastest present"
     raise RuntimeStateError("no backend can run this model")   # onnxruntime always can: not reached
 
 
