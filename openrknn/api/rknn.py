@@ -209,10 +209,15 @@ class RKNN(RuntimeInfo):
         return 0
 
     @api_call
-    def export_rknn(self, export_path: str, cpp_gen_cfg: Any = None, **kwargs: Any) -> int:
-        """Save the built model as an openrknn ``.rknn`` file (atomic write)."""
+    def export_rknn(self, export_path: str, cpp_gen_cfg: Any = None, embed_tflite: bool = False, **kwargs: Any) -> int:
+        """Save the built model as an openrknn ``.rknn`` file (atomic write); ``embed_tflite=True`` also
+        stores its TFLite export, which RKNNLite runs with Teflon or LiteRT (docs/deployment.md)."""
         from openrknn.model_file import save_model
         model = self._require_model("export_rknn")
+        if embed_tflite:
+            from openrknn.export.tflite import tflite_bytes
+            from openrknn.model_file.embedded import save_with_tflite
+            save_model = functools.partial(save_with_tflite, tflite=tflite_bytes(model)[0])
         if cpp_gen_cfg is not None:
             log.warning("'cpp_gen_cfg' param of 'export_rknn' has been deprecated. Please call 'codegen' to "
                         "generate a cpp demo.")
@@ -221,6 +226,14 @@ class RKNN(RuntimeInfo):
         size = save_model(model, export_path)
         self._export_path = export_path
         log.info(f"export_rknn: {export_path} ({size / 1024:.1f} KiB)")
+        return 0
+
+    @api_call
+    def export_tflite(self, export_path: str, float_io: bool = True, report_path: str | None = None) -> int:
+        """Save the built int8 model as a fully-int8 ``.tflite`` (LiteRT, Mesa Teflon); prints which layers
+        Teflon's Rockchip backend would take (docs/deployment.md)."""
+        from openrknn.export.tflite import export_tflite
+        export_tflite(self._require_model("export_tflite"), export_path, float_io, report_path)
         return 0
 
     # ---------------------------------------------------------------- runtime

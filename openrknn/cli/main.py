@@ -36,11 +36,17 @@ def cmd_convert(args: argparse.Namespace) -> int:
         kwargs["quantized_algorithm"] = args.quantized_algorithm
     steps = [lambda: rknn.config(**kwargs), lambda: _load_by_extension(rknn, args.model),
              lambda: rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset),
-             lambda: rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn")]
+             lambda: _export(rknn, args)]
     for step in steps:
         if step() != 0:
             return 1
     return 0
+
+
+def _export(rknn, args: argparse.Namespace) -> int:
+    if args.format == "tflite":
+        return rknn.export_tflite(args.output or os.path.splitext(args.model)[0] + "_int8.tflite")
+    return rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn")
 
 
 def _load_by_extension(rknn, path: str) -> int:
@@ -114,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("-t", "--target-platform", dest="target_platform", default="rk3588")
     p.add_argument("-o", "--output", default=None, help=".rknn path (folder for .yml)")
+    p.add_argument("--format", choices=("rknn", "tflite"), default="rknn",
+                   help="tflite: a fully-int8 .tflite for LiteRT / Mesa Teflon (needs --dataset)")
     p.add_argument("--mean", default=None, help="e.g. '123.675 116.28 103.53' ('#' between inputs)")
     p.add_argument("--std", default=None)
     p.add_argument("--dataset", default=None, help="calibration dataset.txt: quantize")

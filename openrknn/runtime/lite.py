@@ -1,6 +1,7 @@
 """``RKNNLite``: the RKNN-Toolkit Lite2 API (load_rknn → init_runtime → inference → release).
 
-openrknn's own .rknn files run on its simulator anywhere. A .rknn compiled by Rockchip's toolkit runs
+openrknn's own .rknn files run anywhere: on Mesa's Teflon delegate or LiteRT when the file embeds
+its TFLite export, else on the simulator (``runtime/backends.py``). A .rknn compiled by Rockchip's toolkit runs
 on the NPU through Rockchip's ``librknnrt.so`` (``runtime/rockchip_backend.py``) when that library is
 installed; ``RKNNLite(backend='rknnrt')`` insists on it.
 """
@@ -25,9 +26,13 @@ class RKNNLite(RuntimeInfo):
     """Load an ``.rknn`` file and run it (simulator, or librknnrt for Rockchip-compiled models)."""
 
     def __init__(self, verbose: bool = False, verbose_file: str | None = None, backend: str | None = None) -> None:
+        """``backend``: 'rknnrt' (a Rockchip-compiled .rknn through librknnrt), 'teflon', 'litert' or
+        'onnxruntime' forces one (default: librknnrt for Rockchip files, else the fastest present, see
+        ``openrknn.runtime.backends``)."""
         log.configure(bool(verbose), verbose_file)
         self._backend = backend
         self._rockchip: RockchipModel | None = None
+        self._tflite: bytes | None = None
         self._model: RKNNModel | None = None
         self._runtime: Any = None
         self._custom_ops = CustomOpRegistry()
@@ -48,6 +53,7 @@ class RKNNLite(RuntimeInfo):
         ``master_model``: for a model built with ``remove_weight=True``, the .rknn holding its weights.
         """
         from openrknn.model_file import load_model
+        from openrknn.model_file.embedded import read_tflite
         from openrknn.runtime import rockchip_backend
         self.release()
         rockchip_file = rockchip_backend.is_rockchip_file(path)
@@ -55,21 +61,21 @@ class RKNNLite(RuntimeInfo):
             self._rockchip = rockchip_backend.load_rockchip_model(path)
             return 0
         self._model = load_model(path, master_model)
+        self._tflite = read_tflite(path)
         return 0
 
     @api_call
     def init_runtime(self, target: str | None = None, device_id: str | None = None, async_mode: bool = False,
                      core_mask: int = RuntimeInfo.NPU_CORE_AUTO, *, perf_debug: bool = False,
                      eval_mem: bool = False) -> int:
-        """Start the runtime: librknnrt for a Rockchip-compiled model, else the simulator.
+        """Start the runtime: librknnrt for a Rockchip-compiled model, else the fastest backend present
+        for an openrknn model (Teflon, LiteRT, onnxruntime; one I line says which).
 
         ``perf_debug`` / ``eval_mem`` (openrknn extras, librknnrt only) enable eval_perf's per-layer
         times and eval_memory.
         """
+        from openrknn.runtime import backends
         from openrknn.runtime.rockchip_backend import RockchipRuntime
-        from openrknn.sim.session import Simulator
-        if self._backend not in (None, "rknnrt"):
-            raise RuntimeStateError(f"backend '{self._backend}' is not known; use 'rknnrt' or leave it unset")
         if self._model is None and self._rockchip is None:
             raise RuntimeStateError("call load_rknn() before init_runtime()")
         if core_mask not in self.VALID_CORE_MASKS:
@@ -78,8 +84,9 @@ class RKNNLite(RuntimeInfo):
         if self._rockchip is not None:
             self._runtime = RockchipRuntime(self._rockchip, core_mask, async_mode, perf_debug, eval_mem)
             return 0
-        self._runtime = Simulator(self._model, self._custom_ops)
-        log.info("init_runtime: running on the openrknn simulator")
+        backend, why = backends.choose(self._backend, self._model, self._tflite)
+        self._runtime = backends.start(backend, self._model, self._tflite, self._custom_ops)
+        log.info(f"init_runtime: backend {backend} ({why})")
         return 0
 
     @api_call
@@ -146,3 +153,4 @@ class RKNNLite(RuntimeInfo):
         self._release_runtime()
         self._model = None
         self._rockchip = None
+        self._tflite = None
