@@ -95,8 +95,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     model.metadata = dict(rknn_model.metadata, quantization={
         "algorithm": settings.algorithm, "method": settings.method, "samples": len(used),
         "float_layers": sorted(overrides.float_layers), "int16_layers": sorted(overrides.int16_layers),
-        "fixed_parameters": sorted(overrides.params),
-        "seconds": round(time.perf_counter() - started, 3)})
+        "fixed_parameters": sorted(overrides.params)})   # no duration: same inputs, same .rknn bytes
     log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
              f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")
     return model
