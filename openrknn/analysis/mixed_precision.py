@@ -3,14 +3,19 @@
 Sensitivity: accuracy analysis in ``single`` mode gives, per layer, the cosine of its output when
 it alone is quantized (golden inputs). Layers are ranked by that cosine, lowest first.
 
-Automatic mixed precision then looks for the shortest prefix of that ranking which, kept in float16,
+Automatic mixed precision ranks layers by what their quantization costs at the OUTPUT instead
+(:func:`openrknn.quant.sensitivity.output_sensitivity`: each layer's quantization points switched
+on alone in one gated float session), then every other layer that stores a quantized tensor
+follows in graph order — so the whole-model float16 build is the last prefix, and any threshold it
+meets is met. It looks for the shortest prefix of that ranking which, kept in float16,
 makes every model output meet the thresholds on the calibration samples (cosine ≥
 ``auto_hybrid_cos_thresh`` on each sample — for outputs of fewer than 16 values, on the values of
 all samples stacked, since the cosine of a single score is always ±1 — and, when given,
 euclidean distance ≤ ``auto_hybrid_euc_thresh``):
 a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n layers), then a
 pruning pass that returns every chosen layer the thresholds do not need. Each trial re-quantizes
-with the same samples, so the result is deterministic.
+with the same samples (deterministic result) and shares one calibration cache: the prepared graph
+and the statistics of tensors already seen are not recomputed.
 """
 from __future__ import annotations
 
@@ -26,10 +31,13 @@ from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant import QuantSettings, quantize_model
 from openrknn.quant.hybrid import float_record
+from openrknn.quant.calibrate import CalibrationCache
 from openrknn.quant.overrides import QuantOverrides
+from openrknn.quant.sensitivity import output_sensitivity
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
+_RANK_SAMPLES = 2      # calibration samples the output-sensitivity ranking runs on
 _MAX_PRUNE = 16        # chosen layers the pruning pass re-checks one by one
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
 
@@ -67,6 +75,16 @@ def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
     return ranked + [(layer, float("nan")) for layer in dict.fromkeys(rest)]
 
 
+def output_ranking(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+                   custom_ops: CustomOpRegistry | None = None) -> list[str]:
+    """Layers by output cosine drop when quantized alone (largest first), then every other layer
+    that stores a quantized tensor or reads quantized weights, in graph order."""
+    ranked = [layer for layer, _ in output_sensitivity(quantized, samples, custom_ops)]
+    producers = _layer_of_tensor(quantized)
+    rest = [producers[t] for t in _stored_in_graph_order(quantized) if t in producers]
+    return list(dict.fromkeys(ranked + rest))
+
+
 def _stored_in_graph_order(model: RKNNModel) -> list[str]:
     """Outputs of the nodes that store a quantized tensor or read quantized weights, in graph order."""
     weights = {i.name for i in model.graph.graph.initializer}
@@ -102,10 +120,11 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh, custom_ops)
     if check.passes(quantized):
         return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
-    ranking = [layer for layer, _ in layer_sensitivity(quantized, samples[:1], custom_ops)]
+    ranking = output_ranking(quantized, samples[:_RANK_SAMPLES], custom_ops)
+    cache = CalibrationCache()
 
     def trial(layers: Sequence[str]) -> RKNNModel | None:
-        model = quantize_model(float_model, samples, settings, overrides(layers), custom_ops)
+        model = quantize_model(float_model, samples, settings, overrides(layers), custom_ops, cache)
         return model if check.passes(model) else None
 
     count = _smallest_prefix(ranking, trial)
@@ -118,7 +137,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     for layer in list(reversed(chosen))[:_MAX_PRUNE]:
         if len(chosen) > 1 and trial([c for c in chosen if c != layer]) is not None:
             chosen.remove(layer)
-    model = quantize_model(float_model, samples, settings, overrides(chosen), custom_ops)
+    model = quantize_model(float_model, samples, settings, overrides(chosen), custom_ops, cache)
     check.passes(model)
     return MixedPrecisionResult(model=model, float_layers=chosen, precision=precision, output_cosine=check.last,
                                 trials=check.trials)
