@@ -37,7 +37,7 @@ from openrknn.quant.sensitivity import output_sensitivity
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_RANK_SAMPLES = 2      # calibration samples the output-sensitivity ranking runs on
+_RANK_SAMPLES = 1      # calibration samples the output-sensitivity ranking runs on (one run per layer each)
 _MAX_PRUNE = 16        # chosen layers the pruning pass re-checks one by one
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
 

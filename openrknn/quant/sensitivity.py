@@ -3,7 +3,7 @@
 The float graph gets, at every quantization point of a quantized model — each stored activation
 tensor (the graph input included) and each integer weight — a gated fake quantization::
 
-    x' = x + g · (dequantize(quantize(x)) − x)        g: a scalar graph input, 0 or 1
+    x' = g ? dequantize(quantize(x)) : x        g: a boolean graph input (an ``If``)
 
 so any set of points can be switched on with a feed, without rebuilding the session. The points of
 one NPU layer (its stored outputs and its weights; the graph input belongs to its first reader)
@@ -14,7 +14,7 @@ layer's own error, which a following 1×1 conv can amplify or a Sigmoid can hide
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import onnx
@@ -32,7 +32,9 @@ _GATE = "__gate__"
 def gated_graph(quantized: RKNNModel) -> tuple[onnx.ModelProto, dict[str, str]]:
     """The float graph with a gated fake quantization at every quantization point of ``quantized``.
 
-    Returns the graph and ``point → gate input name`` (a point is a tensor or weight name).
+    Returns the graph and ``point → gate input name`` (a point is a tensor or weight name). A gate
+    is a boolean scalar input (see :func:`gate_feeds`) driving an ``If``: a point switched off
+    costs one branch choice, not a fake quantization, so a run is about as fast as the float model.
     """
     graph = onnx.ModelProto()
     graph.CopyFrom(quantized.golden)
@@ -49,17 +51,17 @@ def gated_graph(quantized: RKNNModel) -> tuple[onnx.ModelProto, dict[str, str]]:
         params = QuantParams.from_dict(record)
         gate = f"{_GATE}{index}"
         if name in weights and name in integer and integer[name].dtype != np.float32:
-            exact = numpy_helper.to_array(weights[name]).astype(np.float32)
-            delta = numerics.dequantize(integer[name], params).astype(np.float32) - exact
-            new_nodes[name] = _gated_delta(name, gate, delta, graph)
-            rename[name] = f"{name}__fq"
+            rounded = numerics.dequantize(integer[name], params).astype(np.float32)
+            graph.graph.initializer.append(numpy_helper.from_array(rounded, f"{name}__dq"))
+            then = [helper.make_node("Identity", [f"{name}__dq"], [f"{name}__then"])]
         elif name in produced and name not in weights and params.axis is None:
-            new_nodes[name] = _gated_fake_quant(name, gate, params, graph)
-            rename[name] = f"{name}__fq"
+            then = _fake_quant(name, params, graph)
         else:
             continue
+        new_nodes[name] = [_switch(name, gate, then)]
+        rename[name] = f"{name}__fq"
         gates[name] = gate
-        graph.graph.input.append(helper.make_tensor_value_info(gate, TensorProto.FLOAT, [1]))
+        graph.graph.input.append(helper.make_tensor_value_info(gate, TensorProto.BOOL, []))
     for node in graph.graph.node:
         for k, value in enumerate(node.input):
             if value in rename:
@@ -74,13 +76,23 @@ def gated_graph(quantized: RKNNModel) -> tuple[onnx.ModelProto, dict[str, str]]:
     return graph, gates
 
 
-def _gated_delta(name: str, gate: str, delta: np.ndarray, graph: onnx.ModelProto) -> list[onnx.NodeProto]:
-    graph.graph.initializer.append(numpy_helper.from_array(delta, f"{name}__delta"))
-    return [helper.make_node("Mul", [f"{name}__delta", gate], [f"{name}__gd"]),
-            helper.make_node("Add", [name, f"{name}__gd"], [f"{name}__fq"])]
+def gate_feeds(gates: dict[str, str], on: Collection[str] = ()) -> dict[str, np.ndarray]:
+    """Feeds for the gate inputs of :func:`gated_graph`: the points in ``on`` quantized, the rest float."""
+    return {gate: np.array(point in on) for point, gate in gates.items()}
 
 
-def _gated_fake_quant(name: str, gate: str, params: QuantParams, graph: onnx.ModelProto) -> list[onnx.NodeProto]:
+def _switch(name: str, gate: str, then: list[onnx.NodeProto]) -> onnx.NodeProto:
+    """``name__fq = gate ? <then nodes' last output> : name`` (the branches read ``name`` from outside)."""
+    keep = [helper.make_node("Identity", [name], [f"{name}__else"])]
+    branches = {label: helper.make_graph(nodes, f"{name}_{label}", [], [
+        helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, None)])
+        for label, nodes in (("on", then), ("off", keep))}
+    return helper.make_node("If", [gate], [f"{name}__fq"], then_branch=branches["on"], else_branch=branches["off"])
+
+
+def _fake_quant(name: str, params: QuantParams, graph: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """``dequantize(quantize(name))`` per tensor, with the quantizer's float32 division and
+    round-half-even (any integer dtype, 16-bit included)."""
     scale = np.float32(params.scale.ravel()[0])
     zero = np.float32(params.zero_point.ravel()[0])
     constants = {"s": scale, "z": zero, "lo": np.float32(params.qmin), "hi": np.float32(params.qmax)}
@@ -90,13 +102,9 @@ def _gated_fake_quant(name: str, gate: str, params: QuantParams, graph: onnx.Mod
     return [helper.make_node("Div", [name, t("s")], [t("d")]),
             helper.make_node("Round", [t("d")], [t("r")]),
             helper.make_node("Add", [t("r"), t("z")], [t("rz")]),
-            helper.make_node("Max", [t("rz"), t("lo")], [t("c1")]),
-            helper.make_node("Min", [t("c1"), t("hi")], [t("q")]),
+            helper.make_node("Clip", [t("rz"), t("lo"), t("hi")], [t("q")]),
             helper.make_node("Sub", [t("q"), t("z")], [t("qz")]),
-            helper.make_node("Mul", [t("qz"), t("s")], [t("dq")]),
-            helper.make_node("Sub", [t("dq"), name], [t("err")]),
-            helper.make_node("Mul", [t("err"), gate], [t("gd")]),
-            helper.make_node("Add", [name, t("gd")], [t("fq")])]
+            helper.make_node("Mul", [t("qz"), t("s")], [t("then")])]
 
 
 def _insert_in_order(graph: onnx.ModelProto, by_source: dict[str, list[onnx.NodeProto]]) -> None:
@@ -149,12 +157,12 @@ def output_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarr
     graph, gates = gated_graph(quantized)
     runner = GraphRunner(graph, custom_ops)
     names = [spec.name for spec in quantized.inputs]
-    off = {gate: np.zeros(1, np.float32) for gate in gates.values()}
+    off = gate_feeds(gates)
     feeds = [dict(zip(names, sample)) for sample in samples]
     golden = _stacked([runner.run({**f, **off}) for f in feeds])
     drops = []
     for order, (layer, points) in enumerate(layer_points(quantized, list(gates)).items()):
-        on = dict(off, **{gates[p]: np.ones(1, np.float32) for p in points})
+        on = gate_feeds(gates, points)
         outputs = _stacked([runner.run({**f, **on}) for f in feeds])
         drops.append((layer, float(np.mean([1.0 - _cosine(g, o) for g, o in zip(golden, outputs)])), order))
     drops.sort(key=lambda item: (-item[1], item[2]))

@@ -51,7 +51,7 @@ def test_output_ranking_puts_the_outlier_channel_tensor_first(tmp_path):
 
 
 def test_gated_graph_spans_float_to_quantized(tmp_path):
-    from openrknn.quant.sensitivity import gated_graph
+    from openrknn.quant.sensitivity import gate_feeds, gated_graph
     from openrknn.sim.session import GraphRunner, lower
     samples = _samples()
     model = quantized_build(outlier_channel_model(tmp_path / "m.onnx"), samples)._model
@@ -59,8 +59,8 @@ def test_gated_graph_spans_float_to_quantized(tmp_path):
     assert {"x", "r1", "r2", "w1", "w2", "w3"} <= set(gates)
     runner = GraphRunner(graph)
     feeds = {"x": samples[0]}
-    off = runner.run({**feeds, **{g: np.zeros(1, np.float32) for g in gates.values()}})[0]
-    on = runner.run({**feeds, **{g: np.ones(1, np.float32) for g in gates.values()}})[0]
+    off = runner.run({**feeds, **gate_feeds(gates)})[0]
+    on = runner.run({**feeds, **gate_feeds(gates, set(gates))})[0]
     golden = GraphRunner(model.golden).run(feeds)[0]
     simulated = GraphRunner(lower(model)).run(feeds)[0]
     np.testing.assert_allclose(off, golden, rtol=1e-5, atol=1e-5)   # gates off: the float model
