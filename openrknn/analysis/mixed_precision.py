@@ -108,9 +108,11 @@ def propose_layers(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]]
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
                 cos_thresh: float, euc_thresh: float | None = None,
-                custom_ops: CustomOpRegistry | None = None, precision: str = "float16") -> MixedPrecisionResult:
+                custom_ops: CustomOpRegistry | None = None, precision: str = "float16",
+                cache: CalibrationCache | None = None) -> MixedPrecisionResult:
     """Raise the fewest layers to ``precision`` ('float16', or 'int16' on chips whose NPU has no
-    float16) so that every output meets the thresholds (see module doc)."""
+    float16) so that every output meets the thresholds (see module doc). ``cache``: the one the
+    plain build of ``quantized`` filled (same samples and settings), else a new one."""
     def overrides(layers: Sequence[str]) -> QuantOverrides:
         if precision == "int16":
             return QuantOverrides(int16_layers=frozenset(layers))
@@ -121,7 +123,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     if check.passes(quantized):
         return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
     ranking = output_ranking(quantized, samples[:_RANK_SAMPLES], custom_ops)
-    cache = CalibrationCache()
+    cache = cache if cache is not None else CalibrationCache()
 
     def trial(layers: Sequence[str]) -> RKNNModel | None:
         model = quantize_model(float_model, samples, settings, overrides(layers), custom_ops, cache)
