@@ -19,6 +19,7 @@ and the statistics of tensors already seen are not recomputed.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -122,7 +123,9 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh, custom_ops)
     if check.passes(quantized):
         return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
+    started = time.perf_counter()
     ranking = output_ranking(quantized, samples[:_RANK_SAMPLES], custom_ops)
+    log.info(f"auto_hybrid: {len(ranking)} layers ranked by output sensitivity in {time.perf_counter() - started:.1f} s")
     cache = cache if cache is not None else CalibrationCache()
 
     def trial(layers: Sequence[str]) -> RKNNModel | None:
