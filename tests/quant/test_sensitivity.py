@@ -86,3 +86,43 @@ def test_calibration_cache_gives_the_same_parameters_without_recalibrating(tmp_p
                             cache=cache)
     assert len(calls) == 1                                      # the second trial calibrated nothing
     assert cached.quant_params == plain.quant_params
+
+
+def residual_concat_model(path: Path) -> Path:
+    """conv1+relu → conv2 → Add(residual) → Concat(with conv1's output) → conv3: integer Add and
+    Concat layers beside the Convs, each storing a quantized tensor."""
+    rng = np.random.default_rng(2)
+    weights = {"w1": rng.normal(0, 0.5, (8, 4, 3, 3)), "w2": rng.normal(0, 0.3, (8, 8, 1, 1)),
+               "w3": rng.normal(0, 0.3, (4, 16, 3, 3))}
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in weights.items()]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2"),
+             helper.make_node("Add", ["c2", "r1"], ["a"], name="add"),
+             helper.make_node("Concat", ["a", "r1"], ["cat"], name="concat", axis=1),
+             helper.make_node("Conv", ["cat", "w3"], ["y"], name="conv3", pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_every_stored_tensor_is_movable_so_a_near_float_threshold_is_met(tmp_path):
+    """The ranking covers every layer that stores an integer tensor (Add and Concat included), so
+    the search can reach the whole model in float16: a threshold only float16 meets is met."""
+    from openrknn.analysis.mixed_precision import _layer_of_tensor, auto_hybrid, output_ranking
+    from openrknn.compile import calibration_setup
+    from openrknn.sim.session import GraphRunner, lower
+    samples = _samples()
+    rknn = quantized_build(residual_concat_model(tmp_path / "m.onnx"), samples)
+    model = rknn._model
+    integer = [t for t, dtype in model.tensor_dtypes.items() if dtype == "int8" and t in _layer_of_tensor(model)]
+    ranking = output_ranking(model, [[samples[0]]])
+    assert {_layer_of_tensor(model)[t] for t in integer} <= set(ranking)
+    assert {"conv1", "conv2", "concat", "conv3"} <= set(ranking)   # the residual Add is conv2's layer
+    settings, calibration = calibration_setup(model, rknn._cfg(), str(tmp_path / "ds.txt"))
+    plain = cosine(GraphRunner(model.golden).run({"x": samples[0]})[0],
+                   GraphRunner(lower(model)).run({"x": samples[0]})[0])
+    result = auto_hybrid(model, calibration, settings, cos_thresh=0.99999)
+    assert plain < 0.99999 and result.met, (plain, result.output_cosine)
+    assert min(result.output_cosine) >= 0.99999
