@@ -38,7 +38,6 @@ from openrknn.quant.sensitivity import output_sensitivity
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_RANK_SAMPLES = 1      # calibration samples the output-sensitivity ranking runs on (one run per layer each)
 _MAX_PRUNE = 16        # chosen layers the pruning pass re-checks one by one
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
 
@@ -124,7 +123,9 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     if check.passes(quantized):
         return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
     started = time.perf_counter()
-    ranking = output_ranking(quantized, samples[:_RANK_SAMPLES], custom_ops)
+    # rank on the sample the plain model serves worst: the threshold is judged on the worst sample
+    hardest = check.samples[check.hardest]
+    ranking = output_ranking(quantized, [hardest], custom_ops)
     log.info(f"auto_hybrid: {len(ranking)} layers ranked by output sensitivity in {time.perf_counter() - started:.1f} s")
     cache = cache if cache is not None else CalibrationCache()
 
@@ -196,17 +197,31 @@ class _OutputCheck:
         self.golden = [session.run(dict(zip(self.names, s))) for s in self.samples]
         self.cos_thresh, self.euc_thresh = cos_thresh, euc_thresh
         self.last: list[float] = []
+        self.hardest = 0   # index of the sample with the lowest output cosine in the last run
         self.trials = 0
 
     def passes(self, model: RKNNModel) -> bool:
-        """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines."""
+        """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines.
+
+        The sample that failed last runs first, and a sample below the cosine threshold ends the
+        check (outputs judged per sample only: a one-value output needs every sample stacked). The
+        first check runs every sample, to find the hardest."""
         self.trials += 1
         session = GraphRunner(lower(model), self.custom_ops)   # samples are in graph layout: run the lowered graph
-        results = [session.run(dict(zip(self.names, sample))) for sample in self.samples]
-        worst_cos = np.array(worst_output_cosines(self.golden, results))
-        distances = [[euclidean(g, o) for g, o in zip(golden, outputs)] for golden, outputs in zip(self.golden, results)]
+        per_sample = self.trials > 1 and all(np.asarray(g).size >= _SMALL_OUTPUT for g in self.golden[0])
+        order = [self.hardest] + [i for i in range(len(self.samples)) if i != self.hardest]
+        ran: dict[int, list[np.ndarray]] = {}
+        for index in order:
+            ran[index] = session.run(dict(zip(self.names, self.samples[index])))
+            if per_sample and min(worst_output_cosines([self.golden[index]], [ran[index]])) < self.cos_thresh:
+                break
+        golden, results = [self.golden[i] for i in sorted(ran)], [ran[i] for i in sorted(ran)]
+        worst_cos = np.array(worst_output_cosines(golden, results))
+        scores = [min(worst_output_cosines([g], [r])) for g, r in zip(golden, results)]
+        self.hardest = sorted(ran)[int(np.argmin(scores))]
+        distances = [[euclidean(g, o) for g, o in zip(gold, outputs)] for gold, outputs in zip(golden, results)]
         self.last = [round(float(c), 6) for c in worst_cos]
-        ok = bool(np.all(worst_cos >= self.cos_thresh))
+        ok = len(ran) == len(self.samples) and bool(np.all(worst_cos >= self.cos_thresh))
         if self.euc_thresh is not None:
             ok = ok and bool(np.max(distances) <= self.euc_thresh)
         return ok
