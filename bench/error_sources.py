@@ -11,6 +11,7 @@ then on held-out samples:
   first layers where the ``entire`` cosine (errors accumulated) falls below 0.99 / 0.98.
 
 Usage: ``python bench/error_sources.py [--data ../shared] [--models ch_PP-OCRv3_det_infer,...]``
+(a name is looked up in ``models/onnx`` then ``models/tflite``; TFLite models get photos).
 """
 from __future__ import annotations
 
@@ -37,17 +38,35 @@ def _graph_samples(rknn, dataset: str) -> list[list[np.ndarray]]:
     return calibration_setup(rknn._model, rknn._cfg(), dataset)[1]
 
 
+def _tflite_build(path: str, dataset: str):
+    """A MediaPipe-style TFLite model (RGB input scaled to [-1, 1]) built w8a8 normal for rk3588."""
+    import time
+    from rknn.api import RKNN
+    rknn = RKNN()
+    rknn.config(mean_values=[[127.5] * 3], std_values=[[127.5] * 3], target_platform="rk3588")
+    if rknn.load_tflite(model=path) != 0:
+        raise RuntimeError(f"load_tflite failed for {path}")
+    started = time.perf_counter()
+    if rknn.build(do_quantization=True, dataset=dataset) != 0:
+        raise RuntimeError(f"build failed for {path}")
+    return rknn, time.perf_counter() - started
+
+
 def report(name: str, path: str, images: list[Path]) -> None:
     from openrknn.analysis.accuracy import analyse
     from openrknn.quant.sensitivity import gate_feeds, gated_graph, layer_points, output_sensitivity
     from openrknn.sim.session import GraphRunner
-    case = MODELS[name]
+    case = MODELS.get(name, dict(size=(0, 0)))   # TFLite models: photos, resized by the dataset loader
     with tempfile.TemporaryDirectory() as tmp:
         half = len(images) // 2
         calibration, evaluation = images[:half], images[half:]
         if case.get("text"):
             calibration, evaluation = _text_sets(Path(tmp), case, images[0].parent)
-        rknn, seconds = _build(path, case, "normal", _write_dataset(Path(tmp), case, calibration))
+        dataset = _write_dataset(Path(tmp), case, calibration)
+        if path.endswith(".tflite"):
+            rknn, seconds = _tflite_build(path, dataset)
+        else:
+            rknn, seconds = _build(path, case, "normal", dataset)
         eval_dir = Path(tmp) / "eval"
         eval_dir.mkdir()
         held_out = _graph_samples(rknn, _write_dataset(eval_dir, case, evaluation))
@@ -96,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     log.logger.setLevel("ERROR")
     data = Path(args.data)
     for name in args.models.split(","):
-        report(name, str(data / "models" / "onnx" / f"{name}.onnx"), _images(data / "images"))
+        onnx_path = data / "models" / "onnx" / f"{name}.onnx"
+        path = onnx_path if onnx_path.is_file() else data / "models" / "tflite" / f"{name}.tflite"
+        report(name, str(path), _images(data / "images"))
     return 0
 
 
