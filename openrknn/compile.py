@@ -25,8 +25,9 @@ from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, 
 
 def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, dataset: str | None,
                 rknn_batch_size: int | None, custom_ops: CustomOpRegistry | None = None,
-                overrides: Any = None) -> RKNNModel:
-    """Build the model as ``RKNN.build`` documents it.
+                overrides: Any = None, cache: Any = None) -> RKNNModel:
+    """Build the model as ``RKNN.build`` documents it (``cache``: a ``CalibrationCache`` that
+    ``build(auto_hybrid=True)`` then shares with its trials).
 
     Raises:
         BuildError / ConfigError / QuantizationError: with a message naming the problem.
@@ -76,7 +77,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         log.warning(f"build: {chip.name} has no float16 on its NPU; float layers of this model run on the CPU")
     _check_op_target(graph, cfg.op_target)
     _record_build_options(model, cfg)
-    model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops)
+    model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops, cache)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
@@ -200,7 +201,7 @@ def _specs(values, model: onnx.ModelProto, layouts: dict[str, str], batch: int,
 
 def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, do_quantization: bool,
                        dataset: str | None, overrides: Any = None,
-                       custom_ops: CustomOpRegistry | None = None) -> RKNNModel:
+                       custom_ops: CustomOpRegistry | None = None, cache: Any = None) -> RKNNModel:
     try:
         from openrknn import quant
         quant.is_prequantized   # noqa: B018  (the quantization stage may be absent in a partial install)
@@ -217,7 +218,7 @@ def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, 
         model.tensor_dtypes = _float_dtypes(model)
         return model
     settings, samples = calibration_setup(model, cfg, dataset)
-    return quant.quantize_model(model, samples, settings, overrides, custom_ops)
+    return quant.quantize_model(model, samples, settings, overrides, custom_ops, cache)
 
 
 def calibration_setup(model: RKNNModel, cfg: ModelConfig, dataset: str | None) -> tuple[Any, list[list[np.ndarray]]]:

@@ -3,17 +3,23 @@
 Sensitivity: accuracy analysis in ``single`` mode gives, per layer, the cosine of its output when
 it alone is quantized (golden inputs). Layers are ranked by that cosine, lowest first.
 
-Automatic mixed precision then looks for the shortest prefix of that ranking which, kept in float16,
+Automatic mixed precision ranks layers by what their quantization costs at the OUTPUT instead
+(:func:`openrknn.quant.sensitivity.output_sensitivity`: each layer's quantization points switched
+on alone in one gated float session), then every other layer that stores a quantized tensor
+follows in graph order — so the whole-model float16 build is the last prefix, and any threshold it
+meets is met. It looks for the shortest prefix of that ranking which, kept in float16,
 makes every model output meet the thresholds on the calibration samples (cosine ≥
 ``auto_hybrid_cos_thresh`` on each sample — for outputs of fewer than 16 values, on the values of
 all samples stacked, since the cosine of a single score is always ±1 — and, when given,
 euclidean distance ≤ ``auto_hybrid_euc_thresh``):
 a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n layers), then a
 pruning pass that returns every chosen layer the thresholds do not need. Each trial re-quantizes
-with the same samples, so the result is deterministic.
+with the same samples (deterministic result) and shares one calibration cache: the prepared graph
+and the statistics of tensors already seen are not recomputed.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -26,7 +32,9 @@ from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant import QuantSettings, quantize_model
 from openrknn.quant.hybrid import float_record
+from openrknn.quant.calibrate import CalibrationCache
 from openrknn.quant.overrides import QuantOverrides
+from openrknn.quant.sensitivity import output_sensitivity
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
@@ -67,6 +75,16 @@ def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
     return ranked + [(layer, float("nan")) for layer in dict.fromkeys(rest)]
 
 
+def output_ranking(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+                   custom_ops: CustomOpRegistry | None = None) -> list[str]:
+    """Layers by output cosine drop when quantized alone (largest first), then every other layer
+    that stores a quantized tensor or reads quantized weights, in graph order."""
+    ranked = [layer for layer, _ in output_sensitivity(quantized, samples, custom_ops)]
+    producers = _layer_of_tensor(quantized)
+    rest = [producers[t] for t in _stored_in_graph_order(quantized) if t in producers]
+    return list(dict.fromkeys(ranked + rest))
+
+
 def _stored_in_graph_order(model: RKNNModel) -> list[str]:
     """Outputs of the nodes that store a quantized tensor or read quantized weights, in graph order."""
     weights = {i.name for i in model.graph.graph.initializer}
@@ -90,9 +108,11 @@ def propose_layers(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]]
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
                 cos_thresh: float, euc_thresh: float | None = None,
-                custom_ops: CustomOpRegistry | None = None, precision: str = "float16") -> MixedPrecisionResult:
+                custom_ops: CustomOpRegistry | None = None, precision: str = "float16",
+                cache: CalibrationCache | None = None) -> MixedPrecisionResult:
     """Raise the fewest layers to ``precision`` ('float16', or 'int16' on chips whose NPU has no
-    float16) so that every output meets the thresholds (see module doc)."""
+    float16) so that every output meets the thresholds (see module doc). ``cache``: the one the
+    plain build of ``quantized`` filled (same samples and settings), else a new one."""
     def overrides(layers: Sequence[str]) -> QuantOverrides:
         if precision == "int16":
             return QuantOverrides(int16_layers=frozenset(layers))
@@ -102,10 +122,15 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh, custom_ops)
     if check.passes(quantized):
         return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
-    ranking = [layer for layer, _ in layer_sensitivity(quantized, samples[:1], custom_ops)]
+    started = time.perf_counter()
+    # rank on the sample the plain model serves worst: the threshold is judged on the worst sample
+    hardest = check.samples[check.hardest]
+    ranking = output_ranking(quantized, [hardest], custom_ops)
+    log.info(f"auto_hybrid: {len(ranking)} layers ranked by output sensitivity in {time.perf_counter() - started:.1f} s")
+    cache = cache if cache is not None else CalibrationCache()
 
     def trial(layers: Sequence[str]) -> RKNNModel | None:
-        model = quantize_model(float_model, samples, settings, overrides(layers), custom_ops)
+        model = quantize_model(float_model, samples, settings, overrides(layers), custom_ops, cache)
         return model if check.passes(model) else None
 
     count = _smallest_prefix(ranking, trial)
@@ -118,7 +143,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     for layer in list(reversed(chosen))[:_MAX_PRUNE]:
         if len(chosen) > 1 and trial([c for c in chosen if c != layer]) is not None:
             chosen.remove(layer)
-    model = quantize_model(float_model, samples, settings, overrides(chosen), custom_ops)
+    model = quantize_model(float_model, samples, settings, overrides(chosen), custom_ops, cache)
     check.passes(model)
     return MixedPrecisionResult(model=model, float_layers=chosen, precision=precision, output_cosine=check.last,
                                 trials=check.trials)
@@ -172,17 +197,31 @@ class _OutputCheck:
         self.golden = [session.run(dict(zip(self.names, s))) for s in self.samples]
         self.cos_thresh, self.euc_thresh = cos_thresh, euc_thresh
         self.last: list[float] = []
+        self.hardest = 0   # index of the sample with the lowest output cosine in the last run
         self.trials = 0
 
     def passes(self, model: RKNNModel) -> bool:
-        """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines."""
+        """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines.
+
+        The sample that failed last runs first, and a sample below the cosine threshold ends the
+        check (outputs judged per sample only: a one-value output needs every sample stacked). The
+        first check runs every sample, to find the hardest."""
         self.trials += 1
         session = GraphRunner(lower(model), self.custom_ops)   # samples are in graph layout: run the lowered graph
-        results = [session.run(dict(zip(self.names, sample))) for sample in self.samples]
-        worst_cos = np.array(worst_output_cosines(self.golden, results))
-        distances = [[euclidean(g, o) for g, o in zip(golden, outputs)] for golden, outputs in zip(self.golden, results)]
+        per_sample = self.trials > 1 and all(np.asarray(g).size >= _SMALL_OUTPUT for g in self.golden[0])
+        order = [self.hardest] + [i for i in range(len(self.samples)) if i != self.hardest]
+        ran: dict[int, list[np.ndarray]] = {}
+        for index in order:
+            ran[index] = session.run(dict(zip(self.names, self.samples[index])))
+            if per_sample and min(worst_output_cosines([self.golden[index]], [ran[index]])) < self.cos_thresh:
+                break
+        golden, results = [self.golden[i] for i in sorted(ran)], [ran[i] for i in sorted(ran)]
+        worst_cos = np.array(worst_output_cosines(golden, results))
+        scores = [min(worst_output_cosines([g], [r])) for g, r in zip(golden, results)]
+        self.hardest = sorted(ran)[int(np.argmin(scores))]
+        distances = [[euclidean(g, o) for g, o in zip(gold, outputs)] for gold, outputs in zip(golden, results)]
         self.last = [round(float(c), 6) for c in worst_cos]
-        ok = bool(np.all(worst_cos >= self.cos_thresh))
+        ok = len(ran) == len(self.samples) and bool(np.all(worst_cos >= self.cos_thresh))
         if self.euc_thresh is not None:
             ok = ok and bool(np.max(distances) <= self.euc_thresh)
         return ok

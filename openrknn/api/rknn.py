@@ -200,10 +200,12 @@ class RKNN(RuntimeInfo):
                         "driver; openrknn models stay simulator-runnable")
         if auto_hybrid and not do_quantization:
             raise ConfigError("build: auto_hybrid=True needs do_quantization=True and a dataset")
+        from openrknn.quant.calibrate import CalibrationCache
+        cache = CalibrationCache() if auto_hybrid else None   # calibrated once, for the build and the search
         self._model = build_model(self._source, self._cfg(), bool(do_quantization), dataset, rknn_batch_size,
-                                  self._custom_ops)
+                                  self._custom_ops, cache=cache)
         if auto_hybrid:
-            self._model = self._auto_hybrid(self._model, dataset)
+            self._model = self._auto_hybrid(self._model, dataset, cache)
         self._export_path = None
         self._runtime = None
         return 0
@@ -398,7 +400,7 @@ class RKNN(RuntimeInfo):
         raise NotSupportedError("register_op (Toolkit 1 .rknnop plugins) is not supported: those plugins are compiled "
                                 "for Rockchip's closed runtime. Write the op as a Python class and use reg_custom_op()")
 
-    def _auto_hybrid(self, model: RKNNModel, dataset: str | None) -> RKNNModel:
+    def _auto_hybrid(self, model: RKNNModel, dataset: str | None, cache: Any = None) -> RKNNModel:
         """build(auto_hybrid=True): raise the fewest layers to float16 (int16 where the NPU has no
         float16) so that the outputs meet the thresholds."""
         from openrknn import profile
@@ -410,7 +412,7 @@ class RKNN(RuntimeInfo):
         # float16 layers run on the CPU of chips whose NPU has no float16: raise those to int16 instead
         precision = "int16" if not chip.float_on_npu and settings.spec.act_dtype in ("int8", "uint8") else "float16"
         result = auto_hybrid(model, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
-                             self._custom_ops, precision)
+                             self._custom_ops, precision, cache)
         before = profile.estimate_perf(model, chip).total_time_us
         after = profile.estimate_perf(result.model, chip).total_time_us
         log.info(f"auto_hybrid: {len(result.float_layers)} layer(s) moved to {precision} {result.float_layers}; output "

@@ -17,7 +17,7 @@ def format_model(model: RKNNModel, size: int, path: str = "") -> str:
     meta = model.metadata
     lines = [f"model:            {path}",
              f"file size:        {size / 1024:.1f} KiB",
-             f"made by:          openrknn {meta.get('toolkit_version')} ({meta.get('created', '')})",
+             f"made by:          openrknn {meta.get('toolkit_version')} ({meta.get('created') or 'no build date'})",
              f"source framework: {meta.get('source_framework', '?')}",
              f"target platforms: {model.platforms}",
              f"precision:        {'quantized ' + model.quantized_dtype if model.quantized_dtype else model.float_dtype}",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import zlib
 
 import numpy as np
@@ -29,7 +30,7 @@ def to_container(model: RKNNModel) -> Container:
         "format": FORMAT_NAME,
         "toolkit": "openrknn",
         "toolkit_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _created(),
         "target_platforms": list(model.platforms),
         "inputs": [t.to_dict() for t in model.inputs],
         "outputs": [t.to_dict() for t in model.outputs],
@@ -49,6 +50,15 @@ def to_container(model: RKNNModel) -> Container:
         header["graph_compression"] = "zlib"   # config(compress_weight=True): lossless, smaller file
         blob = zlib.compress(blob, 9)
     return Container(header=header, sections={GRAPH_SECTION: blob})
+
+
+def _created() -> str | None:
+    """Build time from ``SOURCE_DATE_EPOCH`` (reproducible-builds convention), else none: the same
+    inputs must give the same .rknn bytes, so the wall clock is never recorded."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch.isdigit():
+        return None
+    return _dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def from_container(container: Container, source: str, master: RKNNModel | None = None) -> RKNNModel:

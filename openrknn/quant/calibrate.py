@@ -6,6 +6,7 @@ as the observers have seen them.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -15,6 +16,16 @@ from onnx import helper
 from openrknn.errors import QuantizationError
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant.observer import TensorStats
+
+
+@dataclass
+class CalibrationCache:
+    """What the trials of automatic mixed precision share (same model, samples and settings): the
+    prepared float graph (constants folded, depthwise channels equalized) and the statistics of
+    every tensor calibrated so far."""
+
+    prepared: onnx.ModelProto | None = None
+    stats: dict[str, TensorStats] = field(default_factory=dict)
 
 
 def _session(model: onnx.ModelProto, tensors: list[str], custom_ops: CustomOpRegistry | None):

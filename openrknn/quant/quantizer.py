@@ -23,7 +23,7 @@ from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.quant import annotate, numerics
 from openrknn.quant.algorithms import get_algorithm
-from openrknn.quant.calibrate import collect_stats
+from openrknn.quant.calibrate import CalibrationCache, collect_stats
 from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
@@ -33,11 +33,14 @@ from openrknn.quant.weights import narrowed, params_from_range, quantize_bias, q
 
 def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
                    settings: QuantSettings, overrides: QuantOverrides | None = None,
-                   custom_ops: CustomOpRegistry | None = None) -> RKNNModel:
+                   custom_ops: CustomOpRegistry | None = None, cache: CalibrationCache | None = None) -> RKNNModel:
     """Quantize a built float model with calibration ``samples`` (raw inputs, graph layout).
 
     ``overrides`` (hybrid quantization) moves layers to float16 or int16 and fixes tensor parameters.
     ``custom_ops`` runs the model's custom-op layers (float32, on the CPU) during calibration.
+    ``cache`` (automatic mixed precision: the same model, samples and settings in every trial)
+    keeps the prepared graph and the tensor statistics, so a trial only calibrates tensors it has
+    not seen yet.
 
     Returns:
         A new :class:`RKNNModel` whose graph holds integer weights and whose ``quant_params`` /
@@ -54,10 +57,17 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     if not samples:
         raise QuantizationError("the calibration dataset has no sample")
     overrides = overrides or QuantOverrides()
-    graph = _prepare(rknn_model.graph)
     used = list(samples[:settings.sample_count(len(samples))])
-    if spec.act_dtype is not None:
-        equalize_depthwise(graph, used, settings.method, custom_ops)
+    if cache is not None and cache.prepared is not None:
+        graph = onnx.ModelProto()
+        graph.CopyFrom(cache.prepared)
+    else:
+        graph = _prepare(rknn_model.graph)
+        if spec.act_dtype is not None:
+            equalize_depthwise(graph, used, settings.method, custom_ops)
+        if cache is not None:
+            cache.prepared = onnx.ModelProto()
+            cache.prepared.CopyFrom(graph)
     # The float graph the quantized one is compared with: folded and equalized the same way, so
     # every intermediate tensor means the same thing in both (equalization rescales channels).
     golden = onnx.ModelProto()
@@ -73,7 +83,13 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     if spec.act_dtype is not None:
         unstored = _float_outputs(graph) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         tensors = sorted(_needs_params(graph, plan, inits) - unstored)
-        stats = collect_stats(graph, tensors, used, algorithm.needs_histogram, custom_ops)
+        if cache is None:
+            stats = collect_stats(graph, tensors, used, algorithm.needs_histogram, custom_ops)
+        else:
+            missing = [t for t in tensors if t not in cache.stats]
+            if missing:
+                cache.stats.update(collect_stats(graph, missing, used, algorithm.needs_histogram, custom_ops))
+            stats = {t: cache.stats[t] for t in tensors}
         keep_range = _unclipped(graph)
         for name, st in stats.items():
             if st.seen:
@@ -95,8 +111,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     model.metadata = dict(rknn_model.metadata, quantization={
         "algorithm": settings.algorithm, "method": settings.method, "samples": len(used),
         "float_layers": sorted(overrides.float_layers), "int16_layers": sorted(overrides.int16_layers),
-        "fixed_parameters": sorted(overrides.params),
-        "seconds": round(time.perf_counter() - started, 3)})
+        "fixed_parameters": sorted(overrides.params)})   # no duration: same inputs, same .rknn bytes
     log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
              f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")
     return model

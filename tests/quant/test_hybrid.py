@@ -196,13 +196,13 @@ def test_auto_hybrid_judges_one_value_outputs_across_samples():
 def test_auto_hybrid_can_reach_the_all_float16_model(workdir):
     """Every layer that stores a quantized tensor is a candidate, so the search can reach the
     all-float16 model: a threshold near float16's own accuracy is met."""
-    from openrknn.analysis.mixed_precision import _layer_of_tensor, layer_sensitivity
+    from openrknn.analysis.mixed_precision import _layer_of_tensor, output_ranking
     plain = _rknn(workdir)
     assert plain.build(do_quantization=True, dataset="dataset.txt") == 0
     model = plain._model
     weights = {i.name for i in model.graph.graph.initializer}
     stored = [t for t in model.quant_params if t not in weights and t in _layer_of_tensor(model)]
-    ranked = {layer for layer, _ in layer_sensitivity(model, [[np.load(workdir / "x0.npy")]])}
+    ranked = set(output_ranking(model, [[np.load(workdir / "x0.npy")]]))
     assert {_layer_of_tensor(model)[t] for t in stored} <= ranked
     rknn = _rknn(workdir, auto_hybrid_cos_thresh=0.99999)
     assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
