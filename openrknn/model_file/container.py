@@ -113,6 +113,7 @@ def write_atomic(path: str, data: bytes) -> None:
 
 def read_file(path: str) -> Container:
     if not os.path.isfile(path):
-        raise ModelFileError(f"RKNN model '{path}' does not exist")
+        raise ModelFileError(f"RKNN model '{path}' does not exist (looked for '{os.path.abspath(path)}'); check the "
+                             "path, or export the model first with export_rknn()")
     with open(path, "rb") as handle:
         return decode(handle.read(), path)
