@@ -29,6 +29,7 @@ _FIXED = struct.Struct("<8sHHI")
 _DIGEST = 32
 
 from openrknn.errors import ModelFileError  # noqa: E402  (constants first: docs refer to them)
+from openrknn.model_file.header_schema import check_container_header  # noqa: E402
 
 
 @dataclass
@@ -65,19 +66,30 @@ def decode(data: bytes, source: str = "<bytes>") -> Container:
     if version > FORMAT_VERSION:
         raise ModelFileError(f"'{source}' uses .rknn format version {version}, newer than this openrknn "
                              f"understands ({FORMAT_VERSION}); upgrade openrknn")
-    try:
-        header = json.loads(data[_FIXED.size:_FIXED.size + header_len].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ModelFileError(f"'{source}': the header is not valid JSON ({e})") from e
+    if version == 0 or flags & ~FLAG_ENCRYPTED:
+        raise ModelFileError(f"'{source}': unknown format version {version} or flags {flags:#x}; the file is damaged "
+                             "or was written by a newer openrknn")
     start = _FIXED.size + header_len
+    if start > len(body):
+        raise ModelFileError(f"'{source}': the header length ({header_len} bytes) runs past the end of the file; "
+                             "the file is truncated")
+    try:
+        header = json.loads(body[_FIXED.size:start].decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ModelFileError(f"'{source}': the header is not valid JSON ({type(e).__name__}: {str(e)[:80]})") from e
+    check_container_header(header, len(body) - start, source)
     sections = {}
     for entry in header.get("sections", []):
-        lo = start + int(entry["offset"])
-        blob = body[lo:lo + int(entry["length"])]
-        if len(blob) != int(entry["length"]) or hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+        lo = start + entry["offset"]
+        blob = body[lo:lo + entry["length"]]
+        if hashlib.sha256(blob).hexdigest() != entry["sha256"]:
             raise ModelFileError(f"'{source}': section '{entry['name']}' is damaged")
         sections[entry["name"]] = blob
     return Container(header=header, sections=sections, flags=flags)
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not allowed in a header")
 
 
 def _identify(data: bytes, source: str) -> None:

@@ -1,0 +1,71 @@
+"""Checks of the graph inside a ``.rknn`` against what opening a file is allowed to do.
+
+* No external data: an ONNX tensor may name a file to read its values from; onnxruntime would
+  resolve it against the current folder, so a crafted model could read local files into its
+  outputs. A ``.rknn`` is self-contained — every such reference is refused.
+* The header's inputs/outputs must be the graph's: names present, same rank, same known sizes.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+
+from openrknn.errors import ModelFileError
+from openrknn.graph.rknn_model import RKNNModel
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor stored in ``graph``, its node attributes and subgraphs."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("g"):
+                yield from _tensors(attr.g)
+            for sub in attr.graphs:
+                yield from _tensors(sub)
+
+
+def refuse_external_data(model: onnx.ModelProto, source: str) -> None:
+    """Raise if any tensor of ``model`` (functions included) points to data outside the file."""
+    tensors = list(_tensors(model.graph))
+    for function in model.functions:
+        tensors += list(_tensors(onnx.GraphProto(node=function.node)))
+    for tensor in tensors:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or len(tensor.external_data):
+            where = next((e.value for e in tensor.external_data if e.key == "location"), "?")
+            raise ModelFileError(f"'{source}': tensor '{tensor.name}' refers to external data ('{where}'); a .rknn "
+                                 "must contain all its weights, so it is refused (it could read files of this "
+                                 "computer). Rebuild it from the source model with openrknn")
+
+
+def check_io_against_graph(model: RKNNModel, source: str) -> None:
+    """The header's inputs/outputs exist in the graph with the same rank and known dimensions."""
+    graph = model.graph.graph
+    inits = {i.name for i in graph.initializer}
+    for kind, specs, values in (("input", model.inputs, [v for v in graph.input if v.name not in inits]),
+                                ("output", model.outputs, list(graph.output))):
+        by_name = {v.name: v for v in values}
+        for spec in specs:
+            value = by_name.get(spec.name)
+            if value is None:
+                raise ModelFileError(f"'{source}': the header names {kind} '{spec.name}' but the graph has no such "
+                                     f"{kind} (graph {kind}s: {sorted(by_name)[:8]}); the file is damaged")
+            if not value.type.tensor_type.HasField("shape"):
+                continue
+            dims = value.type.tensor_type.shape.dim
+            if len(dims) != len(spec.shape):
+                raise ModelFileError(f"'{source}': {kind} '{spec.name}' has shape {spec.shape} in the header but "
+                                     f"{len(dims)} dimensions in the graph; the file is damaged")
+            for axis, (dim, size) in enumerate(zip(dims, spec.shape)):
+                if axis == 0 and model.rknn_batch_size > 1:
+                    continue   # the header counts the whole batch
+                if dim.HasField("dim_value") and dim.dim_value > 0 and size > 0 and dim.dim_value != size:
+                    raise ModelFileError(f"'{source}': {kind} '{spec.name}' has shape {spec.shape} in the header but "
+                                         f"dimension {axis} is {dim.dim_value} in the graph; the file is damaged")
