@@ -11,7 +11,8 @@ from onnx import numpy_helper
 from openrknn import __version__
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
-from openrknn.model_file.graph_checks import check_io_against_graph, refuse_external_data
+from openrknn.model_file.graph_checks import (check_empty_inputs, check_io_against_graph, refuse_bad_names,
+                                              refuse_external_data)
 from openrknn.model_file.header_schema import (DEFAULT_MAX_GRAPH_BYTES, MAX_GRAPH_BYTES_ENV, check_input_sizes,
                                                check_model_header, limit)
 from openrknn.model_file.shared_weights import restore_weights, strip_weights
@@ -64,6 +65,7 @@ def from_container(container: Container, source: str, master: RKNNModel | None =
     check_model_header(header, source)
     graph = _parse_graph(container.sections[GRAPH_SECTION], header, source)
     refuse_external_data(graph, source)
+    refuse_bad_names(graph, source)
     _restore_fp32(graph, set(header.get("fp16_initializers", [])))
     removed = header.get("removed_weights") or {}
     if removed:
@@ -88,6 +90,7 @@ def from_container(container: Container, source: str, master: RKNNModel | None =
     )
     check_io_against_graph(model, source)
     check_input_sizes(model.inputs, f"'{source}'")
+    check_empty_inputs(model.graph, model.inputs, f"'{source}'")
     return model
 
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from openrknn import log
 from openrknn.errors import ModelFileError, NotSupportedError
+from openrknn.model_file.header_schema import check_encrypted_header
 from openrknn.model_file.container import FLAG_ENCRYPTED, Container, decode, encode, read_file, write_atomic
 
 ENCRYPTED_FORMAT = "openrknn-encrypted-model"
@@ -208,6 +209,7 @@ def decrypt_container(container: Container, source: str, key: bytes | str | None
     record = header.get("encryption") or {}
     if header.get("format") != ENCRYPTED_FORMAT or PAYLOAD_SECTION not in container.sections:
         raise ModelFileError(f"'{source}' has the 'encrypted' flag but no encrypted payload; export it again")
+    check_encrypted_header(header, source)
     if record.get("cipher") != CIPHER:
         raise ModelFileError(f"'{source}' uses cipher {record.get('cipher')!r}; this openrknn knows {CIPHER}")
     found = resolve_key(key)

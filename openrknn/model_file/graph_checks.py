@@ -4,10 +4,15 @@
   resolve it against the current folder, so a crafted model could read local files into its
   outputs. A ``.rknn`` is self-contained — every such reference is refused.
 * The header's inputs/outputs must be the graph's: names present, same rank, same known sizes.
+* Every name in the graph is text (protobuf hands invalid UTF-8 back as bytes).
+* A model input with a zero-size dimension must run: empty tensors are valid ONNX (a reduction
+  over an empty set is 0), so such a model is accepted only if the graph runs on the empty input;
+  otherwise it is refused here instead of failing at inference with a raw onnxruntime message.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import onnx
 
@@ -43,6 +48,41 @@ def refuse_external_data(model: onnx.ModelProto, source: str) -> None:
             raise ModelFileError(f"'{source}': tensor '{tensor.name}' refers to external data ('{where}'); a .rknn "
                                  "must contain all its weights, so it is refused (it could read files of this "
                                  "computer). Rebuild it from the source model with openrknn")
+
+
+def refuse_bad_names(model: onnx.ModelProto, source: str) -> None:
+    """Raise if a node, tensor or attribute name is not valid UTF-8 text."""
+    def bad(graph: onnx.GraphProto) -> bool:
+        names = [v.name for v in list(graph.input) + list(graph.output) + list(graph.value_info)]
+        names += [t.name for t in graph.initializer]
+        for node in graph.node:
+            names += [node.op_type, node.domain, node.name, *node.input, *node.output]
+            for attr in node.attribute:
+                names.append(attr.name)
+                if attr.HasField("g") and bad(attr.g) or any(bad(g) for g in attr.graphs):
+                    return True
+        return not all(isinstance(n, str) for n in names)
+    if bad(model.graph):
+        raise ModelFileError(f"'{source}': the graph has a name that is not valid UTF-8 text; the file is damaged")
+
+
+def check_empty_inputs(graph: onnx.ModelProto, specs: list[Any], source: str,
+                       error: type[Exception] = ModelFileError) -> None:
+    """A zero-size model input is accepted only when the graph runs on it (see the module docstring)."""
+    empty = [s for s in specs if 0 in s.shape]
+    if not empty:
+        return
+    import numpy as np
+
+    from openrknn.sim.session import make_session
+    feeds = {s.name: np.zeros([max(d, 0) if d >= 0 else 1 for d in s.shape], s.dtype) for s in specs}
+    try:
+        make_session(graph).run(None, feeds)
+    except Exception as e:   # onnxruntime's own exception classes, or the simulator's refusal
+        first = str(e).strip().splitlines()[0][:160] if str(e).strip() else type(e).__name__
+        raise error(f"{source}: model input '{empty[0].name}' has a zero-size dimension {list(empty[0].shape)} and "
+                    f"the model cannot run on an empty tensor ({first}); give the input a real shape "
+                    "(load_onnx(inputs=..., input_size_list=...))") from e
 
 
 def check_io_against_graph(model: RKNNModel, source: str) -> None:

@@ -145,6 +145,21 @@ def check_model_header(header: dict[str, Any], source: str) -> None:
         check.text(header.get(key), key, optional=True)
 
 
+def check_encrypted_header(header: dict[str, Any], source: str) -> None:
+    """The encryption record and public part of an encrypted model's outer header."""
+    check = _Checker(source)
+    record = check.obj(header.get("encryption"), "encryption")
+    check.text(record.get("cipher"), "encryption.cipher")
+    check.text(record.get("kdf"), "encryption.kdf")
+    check.integer(record.get("crypt_level"), "encryption.crypt_level", low=1)
+    check.integer(record.get("log2_n"), "encryption.log2_n", low=0, optional=True)
+    for key, size in (("salt", 16), ("nonce", 12), ("key_check", 8)):
+        value = record.get(key)
+        if not isinstance(value, str) or not re.fullmatch(f"[0-9a-f]{{{2 * size}}}", value):
+            check.fail(f"encryption.{key}", f"{2 * size} lower-case hex digits", value)
+    check.obj(header.get("public", {}), "public")
+
+
 def _check_tensor_spec(check: _Checker, spec: Any, where: str) -> None:
     check.obj(spec, where)
     check.text(spec.get("name"), f"{where}.name")
@@ -170,21 +185,13 @@ def _check_quant_params(check: _Checker, params: Any, where: str) -> None:
 
 
 def check_input_sizes(specs: list[Any], source: str, error: type[Exception] = ModelFileError) -> None:
-    """Refuse model inputs with a zero-size dimension or more elements than the limit.
-
-    Only the model *inputs* are checked: an empty intermediate tensor is valid ONNX, but an input
-    with no elements cannot be fed (the NPU cannot allocate a zero-size input buffer), and a
-    gigantic declared input would only fail later with a MemoryError.
-    """
+    """Refuse model inputs with more elements than the limit (a gigantic declared input would only
+    fail later, with a MemoryError); zero-size dimensions are ``graph_checks.check_empty_inputs``'s."""
     most = limit(MAX_INPUT_ELEMENTS_ENV, DEFAULT_MAX_INPUT_ELEMENTS)
     for spec in specs:
         shape = list(spec.shape)
-        if any(d == 0 for d in shape):
-            raise error(f"{source}: model input '{spec.name}' has a zero-size dimension {shape}; an input "
-                                 "with no elements cannot be fed. Give the input a real shape (load_onnx(inputs=..., "
-                                 "input_size_list=...) or config(dynamic_input=...))")
         elements = math.prod(max(d, 1) for d in shape)
         if elements > most:
-            raise error(f"{source}: model input '{spec.name}' of shape {shape} has {elements:,} elements, "
-                                 f"more than the limit of {most:,}; give a smaller input size, or raise the limit "
-                                 f"with the environment variable {MAX_INPUT_ELEMENTS_ENV}=<elements>")
+            raise error(f"{source}: model input '{spec.name}' of shape {shape} has {elements:,} elements, more "
+                        f"than the limit of {most:,}; give a smaller input size, or raise the limit with the "
+                        f"environment variable {MAX_INPUT_ELEMENTS_ENV}=<elements>")

@@ -143,29 +143,48 @@ def test_bad_section_table_is_named(exported):
             decode(body + hashlib.sha256(body).digest())
 
 
-def _input_model(path: Path, shape) -> Path:
-    node = helper.make_node("Relu", ["x"], ["y"])
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+def _input_model(path: Path, shape, op: str = "Relu") -> Path:
+    """x → Relu → y, or x → Reshape([1, -1]) → ReduceSum → y (runs on an empty x), or x → Reshape([1, 12])."""
+    inits = [numpy_helper.from_array(np.array([1, 12] if op == "Reshape" else [1, -1], np.int64), "to")]
+    if op == "Relu":
+        nodes, out = [helper.make_node("Relu", ["x"], ["y"])], shape
+    elif op == "Reshape":
+        nodes, out = [helper.make_node("Reshape", ["x", "to"], ["y"])], [1, 12]
+    else:
+        nodes = [helper.make_node("Reshape", ["x", "to"], ["r"]), helper.make_node("ReduceSum", ["r"], ["y"])]
+        out = [1, 1]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
     return path
 
 
-@pytest.mark.parametrize("shape, words", [([1, 0, 4], "zero-size dimension"),
-                                          ([1, 3, 100000, 100000], "OPENRKNN_MAX_INPUT_ELEMENTS")])
-def test_zero_size_and_absurd_inputs_are_refused_at_build(tmp_path, capsys, shape, words):
+@pytest.mark.parametrize("shape, op, words", [([1, 0, 4], "Reshape", "cannot run on an empty tensor"),
+                                              ([1, 3, 100000, 100000], "Relu", "OPENRKNN_MAX_INPUT_ELEMENTS")])
+def test_zero_size_and_absurd_inputs_are_refused_at_build(tmp_path, capsys, shape, op, words):
     rknn = RKNN()
-    assert rknn.load_onnx(str(_input_model(tmp_path / "m.onnx", shape))) == 0
+    assert rknn.load_onnx(str(_input_model(tmp_path / "m.onnx", shape, op))) == 0
     capsys.readouterr()
     assert rknn.build(do_quantization=False) == -1
-    assert words in capsys.readouterr().out
+    message = capsys.readouterr().out
+    assert words in message and "'x'" in message
+
+
+def test_empty_input_that_the_graph_handles_is_valid_onnx(tmp_path):
+    """A reduction over an empty set is 0 (ONNX semantics): such a model builds, exports and reloads."""
+    rknn = RKNN()
+    assert rknn.config(float_dtype="float32") == 0
+    assert rknn.load_onnx(str(_input_model(tmp_path / "m.onnx", [1, 0, 4], "ReduceSum"))) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.export_rknn(str(tmp_path / "m.rknn")) == 0
+    assert load_model(str(tmp_path / "m.rknn")).inputs[0].shape == [1, 0, 4]
 
 
 def test_zero_size_input_in_rknn_is_refused_at_load(exported, capsys):
     def zero(model):
         model.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 0
     forged = rewrite(exported, header=lambda h: h["inputs"][0].update(shape=[1, 3, 0, 16]), graph=zero)
-    assert "zero-size dimension" in load_error(forged, capsys)
+    assert "zero-size dimension [1, 3, 0, 16] and the model cannot run on an empty tensor" in load_error(forged, capsys)
 
 
 def test_absurd_input_in_rknn_is_refused_at_load(exported, capsys):
