@@ -11,8 +11,8 @@ from onnx import numpy_helper
 from openrknn import __version__
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
-from openrknn.model_file.graph_checks import (check_empty_inputs, check_io_against_graph, refuse_bad_names,
-                                              refuse_external_data)
+from openrknn.model_file.graph_checks import (check_empty_inputs, check_io_against_graph, check_tensor_sizes,
+                                              refuse_bad_names, refuse_external_data)
 from openrknn.model_file.header_schema import (DEFAULT_MAX_GRAPH_BYTES, MAX_GRAPH_BYTES_ENV, check_input_sizes,
                                                check_model_header, limit)
 from openrknn.model_file.shared_weights import restore_weights, strip_weights
@@ -66,7 +66,12 @@ def from_container(container: Container, source: str, master: RKNNModel | None =
     graph = _parse_graph(container.sections[GRAPH_SECTION], header, source)
     refuse_external_data(graph, source)
     refuse_bad_names(graph, source)
-    _restore_fp32(graph, set(header.get("fp16_initializers", [])))
+    check_tensor_sizes(graph, source)
+    try:
+        _restore_fp32(graph, set(header.get("fp16_initializers", [])))
+    except (ValueError, TypeError) as e:   # a tensor whose data contradicts its dims or type
+        raise ModelFileError(f"'{source}': a weight in the graph section is damaged ({type(e).__name__}: "
+                             f"{str(e)[:120]}); export the model again") from e
     removed = header.get("removed_weights") or {}
     if removed:
         if master is None:

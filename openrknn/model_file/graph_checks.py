@@ -50,6 +50,31 @@ def refuse_external_data(model: onnx.ModelProto, source: str) -> None:
                                  "computer). Rebuild it from the source model with openrknn")
 
 
+def check_tensor_sizes(model: onnx.ModelProto, source: str) -> None:
+    """Every stored tensor's dims are non-negative and its raw bytes match them (so no reader fails later)."""
+    import math
+
+    import numpy as np
+    for tensor in _tensors(model.graph):
+        if any(d < 0 for d in tensor.dims):
+            raise ModelFileError(f"'{source}': tensor '{tensor.name}' has a negative dimension {list(tensor.dims)}; "
+                                 "the file is damaged")
+        if not tensor.HasField("raw_data"):
+            continue
+        try:
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelFileError(f"'{source}': tensor '{tensor.name}' has an unknown data type {tensor.data_type}; "
+                                 "the file is damaged") from e
+        if tensor.data_type in (onnx.TensorProto.INT4, onnx.TensorProto.UINT4):
+            expected = (math.prod(tensor.dims) + 1) // 2
+        else:
+            expected = math.prod(tensor.dims) * itemsize
+        if tensor.data_type != onnx.TensorProto.STRING and len(tensor.raw_data) != expected:
+            raise ModelFileError(f"'{source}': tensor '{tensor.name}' holds {len(tensor.raw_data)} bytes but its "
+                                 f"shape {list(tensor.dims)} needs {expected}; the file is damaged")
+
+
 def refuse_bad_names(model: onnx.ModelProto, source: str) -> None:
     """Raise if a node, tensor or attribute name is not valid UTF-8 text."""
     def bad(graph: onnx.GraphProto) -> bool:
