@@ -26,3 +26,23 @@ def test_mmse_build_and_accuracy_analysis_with_one_element_clip_bounds(tmp_path)
     rknn = quantized_build(_relu6_model(tmp_path / "m.onnx"), samples, quantized_algorithm="mmse")
     assert rknn.accuracy_analysis(inputs=[str(tmp_path / "s0.npy")], output_dir=str(tmp_path / "snap")) == 0
     assert (tmp_path / "snap" / "error_analysis.txt").is_file()
+
+
+def test_load_tensorflow_mmse_relu6_accuracy_analysis(tmp_path):
+    """The reported path: a frozen TF graph with Relu6, quantized with mmse, then accuracy_analysis."""
+    from rknn.api import RKNN
+    from tests.frontends.tensorflow.tf_helpers import GraphWriter
+    g = GraphWriter(seed=0)
+    g.placeholder("input", [1, 8, 8, 3])
+    g.node("conv", "Conv2D", ["input", g.weight("w", (3, 3, 3, 4))], strides=[1, 1, 1, 1], padding="SAME")
+    g.node("relu6", "Relu6", ["conv"])
+    path = g.save(tmp_path / "m.pb")
+    for i in range(2):
+        np.save(tmp_path / f"s{i}.npy", np.random.default_rng(i).normal(0, 2, (1, 8, 8, 3)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", quantized_algorithm="mmse") == 0
+    assert rknn.load_tensorflow(tf_pb=str(path), inputs=["input"], outputs=["relu6"],
+                                input_size_list=[[1, 8, 8, 3]]) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
+    assert rknn.accuracy_analysis(inputs=[str(tmp_path / "s0.npy")], output_dir=str(tmp_path / "snap")) == 0
