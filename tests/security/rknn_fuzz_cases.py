@@ -94,7 +94,8 @@ json_values = st.recursive(
     max_leaves=20)
 # some values that are the wrong type or range for nearly every field
 odd_values = st.sampled_from([None, True, -1, 0, 2**40, 1.5, "", "x", [], {}, [None], [[1]], {"a": 1}, [-5, 0, 2**31],
-                              ["1", "2"], "zlib", "lzma", [1, 3, 16, 16], [1, 3, 0, 16], [2**20] * 4])
+                              ["1", "2"], "zlib", "lzma", [1, 3, 16, 16], [1, 3, 0, 16], [2**20] * 4]
+                             ).map(copy.deepcopy)   # a fresh object each time: no shared (circular) values
 
 
 def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
