@@ -196,16 +196,20 @@ def test_absurd_input_in_rknn_is_refused_at_load(exported, capsys):
 
 
 @pytest.mark.integration
-def test_real_model_with_dynamic_dims_builds_exports_and_loads(shared_data, tmp_path):
-    """PP-OCR cls: ONNX dims of -1 and '?' reach the header as -1 / 1; loading must accept them."""
+@pytest.mark.parametrize("config, load", [
+    ({}, {"inputs": ["x"], "input_size_list": [[1, 3, 48, 192]]}),
+    ({"dynamic_input": [[[1, 3, 48, 192]], [[1, 3, 48, 320]]]}, {}),
+])
+def test_real_model_with_dynamic_dims_builds_exports_and_loads(shared_data, tmp_path, config, load):
+    """PP-OCR cls: ONNX dims of -1 and '?' reach the header as -1 (output batch); loading must accept them."""
     rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(str(shared_data / "models" / "onnx" / "ch_ppocr_mobile_v2.0_cls_infer.onnx"),
-                          inputs=["x"], input_size_list=[[1, 3, 48, 192]]) == 0
+    assert rknn.config(target_platform="rk3588", **config) == 0
+    assert rknn.load_onnx(str(shared_data / "models" / "onnx" / "ch_ppocr_mobile_v2.0_cls_infer.onnx"), **load) == 0
     assert rknn.build(do_quantization=False) == 0
     assert rknn.export_rknn(str(tmp_path / "cls.rknn")) == 0
+    assert decode((tmp_path / "cls.rknn").read_bytes()).header["outputs"][0]["shape"] == [-1, 2]
     back = RKNN()
     assert back.load_rknn(str(tmp_path / "cls.rknn")) == 0
     assert back.init_runtime() == 0
     out = back.inference(inputs=[np.zeros((1, 48, 192, 3), np.uint8)])
-    assert out[0].shape[-1] == 2
+    assert out[0].shape == (1, 2)
