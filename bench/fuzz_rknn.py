@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 from openrknn import log  # noqa: E402
 from tests.security.rknn_fuzz_cases import FUZZ_KEY, cases, check_case, seed_files  # noqa: E402
@@ -40,6 +41,7 @@ def main() -> int:
     outcomes: collections.Counter[str] = collections.Counter()
     worst = {"seconds": (0.0, b""), "mib": (0.0, b"")}
     started = time.perf_counter()
+    progress = tqdm(total=args.cases, desc="fuzz .rknn", unit="case", mininterval=5)
 
     @settings(max_examples=args.cases, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -51,6 +53,7 @@ def main() -> int:
         seconds = time.perf_counter() - t0
         mib = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
+        progress.update()
         outcomes[re.sub(r"\d+", "N", result.replace("'fuzz.rknn'", "F"))[:90]] += 1
         if seconds > worst["seconds"][0]:
             worst["seconds"] = (seconds, data[:64])
@@ -60,6 +63,7 @@ def main() -> int:
         assert mib < args.max_mib, f"case peaked at {mib:.0f} MiB: {data[:200]!r}"
 
     run()
+    progress.close()
     total = time.perf_counter() - started
     count = sum(outcomes.values())
     print(f"{count} cases in {total:.0f} s ({1000 * total / max(count, 1):.1f} ms/case); "
