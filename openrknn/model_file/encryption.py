@@ -160,8 +160,11 @@ def _derive(material: bytes, salt: bytes, record: dict[str, Any], source: str) -
         out = HKDF(algorithm=hashes.SHA256(), length=40, salt=salt, info=_HKDF_INFO).derive(material)
     elif kdf == "scrypt":
         log2_n = int(record.get("log2_n", 0))
-        if not 10 <= log2_n <= 20:
-            raise ModelFileError(f"'{source}': scrypt cost 2**{log2_n} is outside the accepted range 2**10..2**20")
+        # no more than the strongest level writes (128 MiB): a forged cost must not take the memory of the machine
+        most = max(level.scrypt_log2_n for level in CRYPT_LEVELS.values())
+        if not 10 <= log2_n <= most:
+            raise ModelFileError(f"'{source}': scrypt cost 2**{log2_n} is outside the accepted range "
+                                 f"2**10..2**{most}")
         out = Scrypt(salt=salt, length=40, n=2 ** log2_n, r=8, p=1).derive(material)
     else:
         raise ModelFileError(f"'{source}': unknown key derivation '{kdf}'; upgrade openrknn")

@@ -213,3 +213,19 @@ def test_real_model_with_dynamic_dims_builds_exports_and_loads(shared_data, tmp_
     assert back.init_runtime() == 0
     out = back.inference(inputs=[np.zeros((1, 48, 192, 3), np.uint8)])
     assert out[0].shape == (1, 2)
+
+
+def test_forged_scrypt_cost_is_refused_before_deriving(exported, capsys, monkeypatch):
+    """A header asking for scrypt 2**20 (1 GiB of memory) is refused; crypt level 3 writes 2**17."""
+    pytest.importorskip("cryptography")
+    from openrknn.model_file.encryption import encrypt_model_file
+    monkeypatch.setenv("OPENRKNN_MODEL_KEY", "a test passphrase")
+    sealed = exported.with_name("sealed.rknn")
+    encrypt_model_file(str(exported), str(sealed), crypt_level=2)
+    container = decode(sealed.read_bytes())
+    container.header["encryption"]["log2_n"] = 20
+    forged = exported.with_name("forged.rknn")
+    forged.write_bytes(encode(container))
+    started = time.perf_counter()
+    assert "outside the accepted range 2**10..2**17" in load_error(forged, capsys)
+    assert time.perf_counter() - started < 1.0
