@@ -20,6 +20,8 @@ from openrknn.graph import dynamic_shapes
 from openrknn.graph import npu_layers
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.yuv import embed_yuv_inputs
+from openrknn.model_file.graph_checks import check_empty_inputs
+from openrknn.model_file.header_schema import check_input_sizes
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
 
 
@@ -69,6 +71,8 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
                   "custom_ops": sorted({n.op_type for n in graph.graph.node if n.domain == CUSTOM_DOMAIN})},
         golden=graph,
     )
+    check_input_sizes(model.inputs, "build", BuildError)   # before anything allocates an input
+    check_empty_inputs(graph, model.inputs, "build", BuildError)
     if cfg.dynamic_input:
         _finish_dynamic(model, input_names, cfg.dynamic_input)
     if cfg.float_dtype == "float32":

@@ -7,6 +7,7 @@ record: Toolkit 1's ``channel_mean_value='M0 M1 M2 S'`` becomes per-input mean/s
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -168,6 +169,10 @@ def _set_normalisation(cfg: ModelConfig, kw: dict[str, Any]) -> None:
         for i, (m, s) in enumerate(zip(cfg.mean_values, cfg.std_values)):
             if len(m) != len(s) and len(s) != 1 and len(m) != 1:
                 raise ConfigError(f"config: input {i}: mean_values has {len(m)} channel(s) but std_values has {len(s)}")
+    for name, lists in (("mean_values", cfg.mean_values), ("std_values", cfg.std_values)):
+        for i, values in enumerate(lists or []):
+            if not all(math.isfinite(v) for v in values):   # NaN/Inf would make every output NaN
+                raise ConfigError(f"config: {name}[{i}] = {values} contains NaN or Inf; give finite numbers")
     for i, s in enumerate(cfg.std_values or []):
         if any(v == 0 for v in s):
             raise ConfigError(f"config: std_values[{i}] contains 0 (division by zero)")

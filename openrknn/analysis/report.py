@@ -3,9 +3,12 @@
 Layout::
 
     output_dir/
-      golden/<file>.npy         float model, every layer (float32)
-      simulator/<file>.npy      simulator, every layer (float32)
-      map_name_to_file.txt      tensor name -> file name
+      golden/<file>.txt         float model, every layer: the values flattened, one per line
+                                (scripts read them with np.genfromtxt, as with the vendor's toolkit)
+      golden/npy/<file>_float.npy   the same tensor with its shape (float32)
+      simulator/<file>.txt      simulator, every layer (dequantized to float)
+      simulator/npy/<file>_float.npy
+      map_name_to_file.txt      tensor name -> <file>.txt
       error_analysis.txt        the guide's table (seed 002 §3.2.2)
       error_analysis.csv/.json  the same numbers
       error_analysis.png        cosine per layer, worst layers marked
@@ -73,19 +76,17 @@ def safe_file_name(tensor: str, used: set[str]) -> str:
 def write_report(result: AnalysisResult, output_dir: str) -> str:
     """Write every artefact; returns the path of error_analysis.txt."""
     for sub in ("golden", "simulator"):
-        os.makedirs(os.path.join(output_dir, sub), exist_ok=True)
+        os.makedirs(os.path.join(output_dir, sub, "npy"), exist_ok=True)
     used: set[str] = set()
     mapping = []
     for row in result.rows:
         file_name = safe_file_name(row.tensor, used)
         mapping.append((row.tensor, file_name))
-        if row.tensor in result.golden:
-            np.save(os.path.join(output_dir, "golden", file_name + ".npy"), np.asarray(result.golden[row.tensor], np.float32))
-        if row.tensor in result.simulator:
-            np.save(os.path.join(output_dir, "simulator", file_name + ".npy"),
-                    np.asarray(result.simulator[row.tensor], np.float32))
+        for sub, values in (("golden", result.golden), ("simulator", result.simulator)):
+            if row.tensor in values:
+                write_tensor(np.asarray(values[row.tensor], np.float32), os.path.join(output_dir, sub), file_name)
     with open(os.path.join(output_dir, "map_name_to_file.txt"), "w", encoding="utf-8") as handle:
-        handle.writelines(f"{tensor} {file_name}.npy\n" for tensor, file_name in mapping)
+        handle.writelines(f"{tensor} {file_name}.txt\n" for tensor, file_name in mapping)
     text_path = os.path.join(output_dir, "error_analysis.txt")
     with open(text_path, "w", encoding="utf-8") as handle:
         handle.write(format_table(result.rows))
@@ -98,6 +99,16 @@ def write_report(result: AnalysisResult, output_dir: str) -> str:
     plot_cosines(result, os.path.join(output_dir, "error_analysis.png"))
     write_html(os.path.join(output_dir, "error_analysis.html"), accuracy_html(result))
     return text_path
+
+
+def write_tensor(array: np.ndarray, folder: str, file_name: str) -> None:
+    """``folder/<file_name>.txt`` (flattened, one value per line) and ``folder/npy/<file_name>_float.npy``."""
+    np.save(os.path.join(folder, "npy", file_name + "_float.npy"), array)
+    flat = array.reshape(-1)
+    with open(os.path.join(folder, file_name + ".txt"), "w", encoding="ascii") as handle:
+        for start in range(0, flat.size, 65536):   # %-formatting a tuple is C speed; chunks bound the memory
+            chunk = flat[start:start + 65536].tolist()
+            handle.write(("%.9g\n" * len(chunk)) % tuple(chunk))   # %.9g: float32 round-trips exactly
 
 
 def plot_cosines(result: AnalysisResult, path: str, width: int = 1000, height: int = 420) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from openrknn import log
+from openrknn.codegen.escape import c_string, inert_text
 from openrknn.codegen.golden import golden_data
 from openrknn.codegen.io_table import DemoTensor, demo_inputs, demo_outputs, describe, io_table_values
 from openrknn.codegen.process_code import process_values
@@ -65,12 +66,15 @@ def _values(model: RKNNModel, model_file: str, inputs: list[DemoTensor], outputs
     rows = [describe(t, "input") for t in inputs] + [describe(t, "output") for t in outputs]
     data_note = ("`input_<i>.npy` from codegen(inputs=...) and the simulator's `golden_output_<i>.npy`"
                  if has_golden else "empty: put `input_<i>.npy` files here (or call codegen with inputs=[...])")
+    # names come from the model's maker: comment/Markdown text and C literals are escaped (codegen/escape.py)
     values = {
         "project_name": PROJECT_NAME,
-        "model_name": Path(model_file).stem,
-        "model_file": model_file,
-        "platforms": ", ".join(model.platforms) or "-",
-        "precision": _precision(model),
+        "model_name": inert_text(Path(model_file).stem),
+        "model_file": inert_text(model_file),
+        "model_name_c": c_string(Path(model_file).stem),
+        "model_file_c": c_string(model_file),
+        "platforms": inert_text(", ".join(model.platforms) or "-"),
+        "precision": inert_text(_precision(model)),
         "io_rows": "\n".join(rows),
         "data_note": data_note,
     }

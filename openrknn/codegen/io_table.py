@@ -6,7 +6,7 @@ and are passed in the model's shape (seed 002 §5.1, §3.3). Outputs are read wi
 """
 from __future__ import annotations
 
-import json
+from openrknn.codegen.escape import c_string, inert_text
 from dataclasses import dataclass
 
 from openrknn.errors import NotSupportedError
@@ -91,13 +91,9 @@ def demo_outputs(model: RKNNModel) -> list[DemoTensor]:
     return tensors
 
 
-def _c_string(text: str) -> str:
-    return json.dumps(text)   # a JSON string literal is a valid C string literal for printable text
-
-
 def _row(t: DemoTensor, dtype: str) -> str:
     dims = ", ".join(str(d) for d in t.api_dims)
-    return (f"    {{{_c_string(t.name)}, {len(t.api_dims)}, {{{dims}}}, {RKNN_TYPES[dtype]}, "
+    return (f"    {{{c_string(t.name)}, {len(t.api_dims)}, {{{dims}}}, {RKNN_TYPES[dtype]}, "
             f"{_FORMATS[t.api_format]}}},")
 
 
@@ -114,7 +110,7 @@ def io_table_values(inputs: list[DemoTensor], outputs: list[DemoTensor]) -> dict
 def describe(t: DemoTensor, kind: str) -> str:
     """One README table row."""
     norm = f"mean {list(t.mean)} std {list(t.std)}" if t.mean or t.std else "-"
-    return (f"| {kind} {t.index} | `{t.name}` | {list(t.model_shape)} {t.layout} {t.dtype} | "
+    return (f"| {kind} {t.index} | `{inert_text(t.name)}` | {list(t.model_shape)} {t.layout} {t.dtype} | "
             f"{list(t.api_dims)} {t.api_format} {t.feed_dtype} | {norm} |")
 
 

@@ -7,6 +7,7 @@ classifier-like ``[N, classes]`` output, value statistics otherwise.
 """
 from __future__ import annotations
 
+from openrknn.codegen.escape import inert_text
 from openrknn.codegen.io_table import DemoTensor
 
 _C_TYPES = {"float32": "float", "float16": "uint16_t", "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t",
@@ -14,7 +15,7 @@ _C_TYPES = {"float32": "float", "float16": "uint16_t", "int8": "int8_t", "uint8"
 
 
 def _input_comment(t: DemoTensor) -> str:
-    lines = [f"// Input {t.index} '{t.name}': model shape {list(t.model_shape)} {t.layout} {t.dtype}."]
+    lines = [f"// Input {t.index} '{inert_text(t.name)}': model shape {list(t.model_shape)} {t.layout} {t.dtype}."]
     if t.transposed:
         lines.append(f"// The C API takes it as {t.api_format} {list(t.api_dims)}; the runtime converts the layout.")
     else:
@@ -58,7 +59,7 @@ def _is_classifier(t: DemoTensor) -> bool:
 
 
 def _output_function(t: DemoTensor) -> str:
-    head = (f"// Output {t.index} '{t.name}': shape {list(t.model_shape)} {t.layout}, read as float32 "
+    head = (f"// Output {t.index} '{inert_text(t.name)}': shape {list(t.model_shape)} {t.layout}, read as float32 "
             f"(want_float = 1).")
     if _is_classifier(t):
         classes = t.model_shape[1]

@@ -9,9 +9,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import os
+
 import onnx
 
 FRONTEND_OPSET = 17
+
+
+def require_file(path: Any, kind: str, hint: str = "") -> None:
+    """Raise ``ModelLoadError`` naming the missing file, where it was looked for, and the fix."""
+    from openrknn.errors import ModelLoadError
+    if isinstance(path, (str, os.PathLike)) and os.path.isfile(path):
+        return
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ModelLoadError(f"{kind} path {path!r} is not a file name; pass the path of the file")
+    where = os.path.abspath(path)
+    what = "is a folder, not a file" if os.path.isdir(path) else "does not exist"
+    fix = ("pass the file inside it" if os.path.isdir(path) else
+           f"check the path (relative paths start from the current folder '{os.getcwd()}') "
+           "or download/copy the model there first")
+    raise ModelLoadError(f"{kind} '{path}' {what} (looked for '{where}'){'; ' + hint if hint else ''}; {fix}")
 
 
 @dataclass

@@ -1,7 +1,6 @@
 """``load_onnx``: read an ONNX file, cut it at the requested inputs/outputs, fix its shapes."""
 from __future__ import annotations
 
-import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -15,6 +14,7 @@ from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.supported_ops import check_supported
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
+from openrknn.frontends import require_file
 
 
 # Newest default-domain opset every supported onnxruntime (>= 1.18) implements completely.
@@ -97,8 +97,7 @@ def _to_runtime_opset(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _read(path: str, custom_ops: CustomOpRegistry | None = None) -> onnx.ModelProto:
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"model file '{path}' does not exist")
+    require_file(path, "model file")
     try:
         proto = onnx.load(str(path))
     except Exception as e:

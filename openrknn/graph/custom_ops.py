@@ -22,18 +22,19 @@ class CustomOpRegistry:
     def __init__(self) -> None:
         self._ops: dict[str, Any] = {}
 
-    def register(self, op_class: Any) -> None:
-        if not isinstance(op_class, type):
-            raise ConfigError("reg_custom_op: custom_op must be a class (not an instance)")
-        op_type = getattr(op_class, "op_type", None)
+    def register(self, custom_op: Any) -> None:
+        """Register a custom op class, or an instance of one (the vendor's examples pass an instance)."""
+        op_class = custom_op if isinstance(custom_op, type) else type(custom_op)
+        op_type = getattr(custom_op, "op_type", None)
         if not isinstance(op_type, str) or not op_type:
             raise ConfigError("reg_custom_op: the class needs a string attribute 'op_type'")
         for method in ("shape_infer", "compute"):
-            if not callable(getattr(op_class, method, None)):
+            if not callable(getattr(custom_op, method, None)):
                 raise ConfigError(f"reg_custom_op: class '{op_class.__name__}' has no method '{method}'")
         if op_type in self._ops:
             raise ConfigError(f"reg_custom_op: op_type '{op_type}' is already registered")
-        self._ops[op_type] = op_class
+        # callers instantiate what get() returns: an instance is handed back as it is (it may carry state)
+        self._ops[op_type] = custom_op if isinstance(custom_op, type) else (lambda: custom_op)
 
     def __contains__(self, op_type: str) -> bool:
         return op_type in self._ops

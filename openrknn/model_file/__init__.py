@@ -12,6 +12,10 @@ from onnx import numpy_helper
 from openrknn import __version__
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
+from openrknn.model_file.graph_checks import (check_empty_inputs, check_io_against_graph, check_tensor_sizes,
+                                              refuse_bad_names, refuse_external_data)
+from openrknn.model_file.header_schema import (DEFAULT_MAX_GRAPH_BYTES, MAX_GRAPH_BYTES_ENV, check_input_sizes,
+                                               check_model_header, limit)
 from openrknn.model_file.shared_weights import restore_weights, strip_weights
 from openrknn.model_file.container import FLAG_ENCRYPTED, Container, decode, encode, read_file, write_atomic
 
@@ -46,6 +50,7 @@ def to_container(model: RKNNModel) -> Container:
         "removed_weights": removed,
     }
     blob = graph.SerializeToString()
+    header["graph_size"] = len(blob)   # lets the loader bound decompression
     if model.metadata.get("compress_weight"):
         header["graph_compression"] = "zlib"   # config(compress_weight=True): lossless, smaller file
         blob = zlib.compress(blob, 9)
@@ -67,25 +72,23 @@ def from_container(container: Container, source: str, master: RKNNModel | None =
         raise ModelFileError(f"'{source}' is an openrknn container but not a model (format={header.get('format')!r})")
     if GRAPH_SECTION not in container.sections:
         raise ModelFileError(f"'{source}' has no graph section")
-    graph = onnx.ModelProto()
-    blob = container.sections[GRAPH_SECTION]
-    compression = header.get("graph_compression")
-    if compression not in (None, "zlib"):
-        raise ModelFileError(f"'{source}': unknown graph compression '{compression}'; upgrade openrknn")
+    check_model_header(header, source)
+    graph = _parse_graph(container.sections[GRAPH_SECTION], header, source)
+    refuse_external_data(graph, source)
+    refuse_bad_names(graph, source)
+    check_tensor_sizes(graph, source)
     try:
-        if compression == "zlib":
-            blob = zlib.decompress(blob)
-        graph.ParseFromString(blob)
-    except Exception as e:
-        raise ModelFileError(f"'{source}': the graph section is not a valid ONNX graph ({e})") from e
-    _restore_fp32(graph, set(header.get("fp16_initializers", [])))
+        _restore_fp32(graph, set(header.get("fp16_initializers", [])))
+    except (ValueError, TypeError) as e:   # a tensor whose data contradicts its dims or type
+        raise ModelFileError(f"'{source}': a weight in the graph section is damaged ({type(e).__name__}: "
+                             f"{str(e)[:120]}); export the model again") from e
     removed = header.get("removed_weights") or {}
     if removed:
         if master is None:
             raise ModelFileError(f"'{source}' was built with remove_weight=True: its weights live in a master model; "
                                  "load it with load_rknn(path, master_model='master.rknn')")
         restore_weights(graph, removed, master.graph, source)
-    return RKNNModel(
+    model = RKNNModel(
         graph=graph,
         inputs=[TensorSpec.from_dict(d) for d in header["inputs"]],
         outputs=[TensorSpec.from_dict(d) for d in header["outputs"]],
@@ -100,6 +103,39 @@ def from_container(container: Container, source: str, master: RKNNModel | None =
         metadata=dict(header.get("metadata", {}), toolkit_version=header.get("toolkit_version"),
                       created=header.get("created")),
     )
+    check_io_against_graph(model, source)
+    check_input_sizes(model.inputs, f"'{source}'")
+    check_empty_inputs(model.graph, model.inputs, f"'{source}'")
+    return model
+
+
+def _parse_graph(blob: bytes, header: dict, source: str) -> onnx.ModelProto:
+    """The ONNX graph; a compressed one is inflated no further than its declared size and the limit."""
+    most = limit(MAX_GRAPH_BYTES_ENV, DEFAULT_MAX_GRAPH_BYTES)
+    declared = header.get("graph_size")
+    if declared is not None and declared > most:
+        raise ModelFileError(f"'{source}': the graph declares {declared:,} bytes, more than the limit of {most:,}; "
+                             f"raise it with the environment variable {MAX_GRAPH_BYTES_ENV}=<bytes> if you trust the file")
+    if header.get("graph_compression") == "zlib":
+        cap = most if declared is None else declared
+        try:
+            inflater = zlib.decompressobj()
+            blob = inflater.decompress(blob, cap + 1)   # never more than cap + 1 bytes in memory
+        except zlib.error as e:
+            raise ModelFileError(f"'{source}': the compressed graph section is damaged ({e})") from e
+        if len(blob) > cap or inflater.unconsumed_tail:
+            raise ModelFileError(f"'{source}': the compressed graph inflates beyond its declared size "
+                                 f"({cap:,} bytes); the file is damaged or hostile")
+        if not inflater.eof:
+            raise ModelFileError(f"'{source}': the compressed graph section is truncated")
+    if declared is not None and len(blob) != declared:
+        raise ModelFileError(f"'{source}': the graph is {len(blob):,} bytes but the header declares {declared:,}")
+    graph = onnx.ModelProto()
+    try:
+        graph.ParseFromString(blob)
+    except Exception as e:   # protobuf raises its own DecodeError and, on some inputs, others
+        raise ModelFileError(f"'{source}': the graph section is not a valid ONNX graph ({type(e).__name__})") from e
+    return graph
 
 
 def save_model(model: RKNNModel, path: str) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 
 from openrknn import log
 from openrknn.errors import ModelFileError, NotSupportedError
+from openrknn.model_file.header_schema import check_encrypted_header
 from openrknn.model_file.container import FLAG_ENCRYPTED, Container, decode, encode, read_file, write_atomic
 
 ENCRYPTED_FORMAT = "openrknn-encrypted-model"
@@ -159,8 +160,11 @@ def _derive(material: bytes, salt: bytes, record: dict[str, Any], source: str) -
         out = HKDF(algorithm=hashes.SHA256(), length=40, salt=salt, info=_HKDF_INFO).derive(material)
     elif kdf == "scrypt":
         log2_n = int(record.get("log2_n", 0))
-        if not 10 <= log2_n <= 20:
-            raise ModelFileError(f"'{source}': scrypt cost 2**{log2_n} is outside the accepted range 2**10..2**20")
+        # no more than the strongest level writes (128 MiB): a forged cost must not take the memory of the machine
+        most = max(level.scrypt_log2_n for level in CRYPT_LEVELS.values())
+        if not 10 <= log2_n <= most:
+            raise ModelFileError(f"'{source}': scrypt cost 2**{log2_n} is outside the accepted range "
+                                 f"2**10..2**{most}")
         out = Scrypt(salt=salt, length=40, n=2 ** log2_n, r=8, p=1).derive(material)
     else:
         raise ModelFileError(f"'{source}': unknown key derivation '{kdf}'; upgrade openrknn")
@@ -208,6 +212,7 @@ def decrypt_container(container: Container, source: str, key: bytes | str | None
     record = header.get("encryption") or {}
     if header.get("format") != ENCRYPTED_FORMAT or PAYLOAD_SECTION not in container.sections:
         raise ModelFileError(f"'{source}' has the 'encrypted' flag but no encrypted payload; export it again")
+    check_encrypted_header(header, source)
     if record.get("cipher") != CIPHER:
         raise ModelFileError(f"'{source}' uses cipher {record.get('cipher')!r}; this openrknn knows {CIPHER}")
     found = resolve_key(key)

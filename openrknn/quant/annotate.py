@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import numpy_helper
 
+from openrknn.errors import BuildError
 from openrknn.graph import npu_layers
 
 KIND_KEY = "openrknn.quant_kind"
@@ -236,10 +237,18 @@ def clip_bounds(node: onnx.NodeProto, inits) -> tuple[float, float]:
         return 0.0, float("inf")
     lo, hi = _attr(node, "min", float("-inf")), _attr(node, "max", float("inf"))
     if len(node.input) > 1 and node.input[1]:
-        lo = float(numpy_helper.to_array(inits[node.input[1]]))
+        lo = _scalar(inits[node.input[1]])
     if len(node.input) > 2 and node.input[2]:
-        hi = float(numpy_helper.to_array(inits[node.input[2]]))
+        hi = _scalar(inits[node.input[2]])
     return lo, hi
+
+
+def _scalar(init: onnx.TensorProto) -> float:
+    """A Clip bound: a scalar, or a 1-element tensor as the TensorFlow and TFLite frontends store Relu6."""
+    values = numpy_helper.to_array(init).reshape(-1)
+    if values.size != 1:
+        raise BuildError(f"Clip bound '{init.name}' has {values.size} values; ONNX requires a scalar")
+    return float(values[0])
 
 
 def _record(node: onnx.NodeProto, kind: str, plan: Plan, inits) -> None:

@@ -90,7 +90,7 @@ def write_step1(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                         config=os.path.join(folder, f"{name}.quantization.cfg"))
     plain = float_record(quantized)
     header = to_container(replace(plain, metadata=dict(quantized.metadata))).header
-    header.update(fp16_initializers=[], removed_weights={}, graph_compression=None)
+    header.update(fp16_initializers=[], removed_weights={}, graph_compression=None, graph_size=None)
     facts = {"header": header, "settings": {"dtype": settings.dtype, "method": settings.method,
                                             "algorithm": settings.algorithm, "batch_size": settings.batch_size,
                                             "epochs": settings.epochs, "toolkit": settings.toolkit},

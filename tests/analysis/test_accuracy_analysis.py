@@ -69,12 +69,17 @@ def test_fp16_analysis_writes_every_artefact(tmp_path, capsys):
     y = next(r for r in records if r["tensor"] == "y")
     assert f"{y['entire_cos']:.5f}" == rows["y"].split()[0]
     assert float(next(r for r in table if r["tensor"] == "y")["single_euc"]) == pytest.approx(y["single_euc"])
-    # per-tensor dumps, named through map_name_to_file.txt
+    # per-tensor dumps, named through map_name_to_file.txt: the vendor's .txt plus npy/<name>_float.npy
     mapping = dict(line.split() for line in (out / "map_name_to_file.txt").read_text().splitlines())
-    golden_y = np.load(out / "golden" / mapping["y"])
-    simulated_y = np.load(out / "simulator" / mapping["y"])
+    assert mapping["y"] == "y.txt"
+    golden_y = np.load(out / "golden" / "npy" / "y_float.npy")
+    simulated_y = np.load(out / "simulator" / "npy" / "y_float.npy")
     assert golden_y.shape == simulated_y.shape == (1, 4, 16, 16)
     assert cosine(golden_y, simulated_y) == pytest.approx(y["entire_cos"], abs=1e-6)
+    golden_txt = np.genfromtxt(out / "golden" / "y.txt")      # how vendor scripts read the snapshot
+    simulated_txt = np.genfromtxt(out / "simulator" / mapping["y"])
+    np.testing.assert_array_equal(golden_txt.astype(np.float32), golden_y.reshape(-1))
+    np.testing.assert_array_equal(simulated_txt.astype(np.float32), simulated_y.reshape(-1))
 
 
 def test_png_plot_marks_worst_layers(tmp_path):
@@ -126,7 +131,8 @@ def test_toolkit1_dataset_file_form(tmp_path):
     golden_x = json.loads((tmp_path / "t1" / "error_analysis.json").read_text())
     assert golden_x[0]["tensor"] == "x"
     mapping = dict(line.split() for line in (tmp_path / "t1" / "map_name_to_file.txt").read_text().splitlines())
-    assert np.array_equal(np.load(tmp_path / "t1" / "golden" / mapping["x"]), np.load(first))   # first line used
+    assert mapping["x"] == "x.txt"
+    assert np.array_equal(np.load(tmp_path / "t1" / "golden" / "npy" / "x_float.npy"), np.load(first))   # first line used
 
 
 def test_wrong_input_count_is_an_error(tmp_path):

@@ -58,3 +58,11 @@ def test_documented_later_features_are_stored():
                        model_pruning=True, remove_reshape=True, compress_weight=True, auto_hybrid_cos_thresh=0.99)
     assert cfg.quantized_method == "group64" and cfg.op_target == {"conv": "cpu"}
     assert cfg.dynamic_input[1] == [[1, 3, 160, 160]] and cfg.inputs_yuv_fmt == ["nv12"]
+
+
+@pytest.mark.parametrize("kw", [{"mean_values": [[float("nan"), 0, 0]]}, {"std_values": [[1, float("inf"), 1]]},
+                                {"mean_values": [[0, 0, -float("inf")]], "std_values": [[1, 1, 1]]},
+                                {"channel_mean_value": "nan 0 0 1"}])
+def test_nan_or_inf_normalisation_rejected(kw):
+    with pytest.raises(ConfigError, match="NaN or Inf"):
+        parse_config(**kw)

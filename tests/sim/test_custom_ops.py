@@ -71,9 +71,22 @@ def test_reg_custom_op_validates_class(capsys):
     rknn = RKNN()
     assert rknn.reg_custom_op(NoCompute) == -1
     assert "compute" in capsys.readouterr().out
-    assert rknn.reg_custom_op(cstScaledSigmoid()) == -1
     assert rknn.register_op("./op.rknnop") == -1
     assert "reg_custom_op" in capsys.readouterr().out
+
+
+def test_reg_custom_op_accepts_an_instance(tmp_path):
+    """The vendor's example calls rknn.reg_custom_op(cstDualResidual()) with an instance."""
+    w = _model(tmp_path / "m.onnx")
+    x = np.random.default_rng(1).normal(size=(1, 4, 4, 3)).astype(np.float32)
+    rknn = RKNN()
+    assert rknn.config(float_dtype="float32") == 0
+    assert rknn.reg_custom_op(cstScaledSigmoid()) == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.init_runtime() == 0
+    out = rknn.inference(inputs=[x])[0]
+    np.testing.assert_allclose(out, _reference(x.transpose(0, 3, 1, 2), w), rtol=1e-5, atol=1e-6)
 
 
 def test_custom_op_in_quantized_build(tmp_path):

@@ -15,6 +15,7 @@ from openrknn.frontends.caffe import layers as _layers  # noqa: F401  (fills CON
 from openrknn.frontends.caffe import schema
 from openrknn.frontends.caffe.context import CONVERTERS, CaffeContext, CaffeLayer
 from openrknn.frontends.onnx_builder import GraphBuilder
+from openrknn.frontends import require_file
 
 _INPUT_TYPES = {"Input", "Data", "ImageData", "MemoryData", "DummyData", "HDF5Data", "WindowData", "AnnotatedData"}
 _TRAINING_ONLY = {"Accuracy", "SoftmaxWithLoss", "EuclideanLoss", "SigmoidCrossEntropyLoss", "MultiBoxLoss",
@@ -88,8 +89,7 @@ def _convert(ctx: CaffeContext, layer: CaffeLayer, source: str) -> None:
 
 
 def _parse_prototxt(path: str) -> schema.NetParameter:
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"prototxt file '{path}' does not exist")
+    require_file(path, "prototxt file")
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     net = schema.NetParameter()
@@ -122,8 +122,7 @@ def _layer_at(text: str, error: text_format.ParseError) -> str:
 
 
 def _read_caffemodel(path: str) -> dict[str, list[np.ndarray]]:
-    if not os.path.isfile(path):
-        raise ModelLoadError(f"caffemodel file '{path}' does not exist")
+    require_file(path, "caffemodel file")
     net = schema.NetParameter()
     with open(path, "rb") as f:
         data = f.read()

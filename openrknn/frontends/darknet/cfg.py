@@ -5,6 +5,7 @@ import os
 from dataclasses import dataclass, field
 
 from openrknn.errors import ModelLoadError
+from openrknn.frontends import require_file
 
 
 @dataclass
@@ -80,8 +81,7 @@ def parse_cfg(path: str) -> list[Section]:
         ModelLoadError: missing file, an option before the first section, a line that is neither
             a section header nor ``key=value``, or an empty file.
     """
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"Darknet cfg file '{path}' does not exist")
+    require_file(path, "Darknet cfg file")
     name = os.path.basename(path)
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = f.read().splitlines()

@@ -7,6 +7,7 @@ import numpy as np
 
 from openrknn.errors import ModelLoadError
 from openrknn.frontends.darknet.cfg import Section
+from openrknn.frontends import require_file
 
 
 class WeightReader:
@@ -20,8 +21,7 @@ class WeightReader:
     """
 
     def __init__(self, path: str) -> None:
-        if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-            raise ModelLoadError(f"Darknet weights file '{path}' does not exist")
+        require_file(path, "Darknet weights file")
         self.file = os.path.basename(path)
         with open(path, "rb") as f:
             self.data = f.read()

@@ -15,6 +15,7 @@ import struct
 import numpy as np
 
 from openrknn.errors import ModelLoadError
+from openrknn.frontends import require_file
 
 LIST_MAGIC = 0x112
 NDARRAY_V1, NDARRAY_V2, NDARRAY_V3 = 0xF993FAC8, 0xF993FAC9, 0xF993FACA
@@ -44,8 +45,7 @@ def read_params(path: str) -> dict[str, np.ndarray]:
     Raises:
         ModelLoadError: missing file, wrong magic, sparse arrays, unknown dtype, truncation.
     """
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"MXNet params file '{path}' does not exist")
+    require_file(path, "MXNet params file")
     with open(path, "rb") as f:
         r = _Reader(f.read(), os.path.basename(path))
     magic, _reserved = r.unpack("QQ", "the header")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openrknn.errors import ModelLoadError
+from openrknn.frontends import require_file
 
 
 @dataclass
@@ -104,8 +105,7 @@ def parse_symbol(path: str) -> Symbol:
     Raises:
         ModelLoadError: missing file, invalid JSON, missing keys, dangling node references.
     """
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"MXNet symbol file '{path}' does not exist")
+    require_file(path, "MXNet symbol file")
     file = os.path.basename(path)
     try:
         with open(path, encoding="utf-8") as f:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import inspect
 import io
-import os
 import re
 import warnings
 from typing import Any, Sequence
@@ -31,6 +30,7 @@ from openrknn.errors import ModelLoadError, UnsupportedOpError
 from openrknn.frontends import FRONTEND_OPSET, SourceModel
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
+from openrknn.frontends import require_file
 
 _INSTALL_HINT = "load_pytorch needs PyTorch: pip install 'openrknn[torch]'"
 _CHECK_COSINE = 0.9999
@@ -125,8 +125,7 @@ def _check_sizes(model: str, sizes: Sequence[Sequence[int]] | None) -> list[list
 
 
 def _load_script_module(torch: Any, path: str) -> Any:
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"model file '{path}' does not exist")
+    require_file(path, "model file")
     try:
         module = torch.jit.load(str(path), map_location="cpu")
     except Exception as e:  # torch raises RuntimeError/ValueError for foreign or truncated files

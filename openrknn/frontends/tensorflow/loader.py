@@ -27,6 +27,7 @@ from openrknn.frontends.tensorflow.context import Context, Value, tensor_key
 from openrknn.frontends.tensorflow.ops import CONVERTERS
 from openrknn.frontends.tensorflow.schema import GraphDef, numpy_to_tensor, tensor_to_numpy
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, LAYOUT_UNDEFINED
+from openrknn.frontends import require_file
 
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp", "ReadVariableOp", "Assign", "AssignVariableOp"})
 
@@ -92,8 +93,7 @@ def load_tensorflow(tf_pb: str, inputs: Sequence[str], input_size_list: Sequence
 
 # ------------------------------------------------------------------------------------ reading
 def _read_graph(path: str) -> Any:
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"model file '{path}' does not exist (load_tensorflow needs a frozen GraphDef .pb file)")
+    require_file(path, "model file", "load_tensorflow needs a frozen GraphDef .pb file")
     with open(path, "rb") as f:
         data = f.read()
     graph = GraphDef()

@@ -15,13 +15,13 @@ Example:
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from openrknn.errors import ModelLoadError
+from openrknn.frontends import require_file
 
 _IDENTIFIER = b"TFL3"
 
@@ -97,8 +97,7 @@ def read_tflite(path: str) -> TFLiteGraph:
     Raises:
         ModelLoadError: the file is missing, not a TFLite flatbuffer, or truncated.
     """
-    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
-        raise ModelLoadError(f"load_tflite: model file '{path}' does not exist")
+    require_file(path, "load_tflite: model file")
     with open(path, "rb") as f:
         buf = f.read()
     if len(buf) < 8 or buf[4:8] != _IDENTIFIER:

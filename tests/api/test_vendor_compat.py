@@ -1,0 +1,27 @@
+"""Vendor example scripts: the habits they rely on work unchanged."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from rknn.api import RKNN
+
+
+def test_import_loads_urllib_request():
+    """Scripts do ``import urllib`` and call ``urllib.request.urlretrieve`` after importing RKNN."""
+    code = "import urllib\nfrom rknn.api import RKNN\nprint(callable(urllib.request.urlretrieve))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr
+
+
+def test_missing_model_file_names_the_file_and_the_fix(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    rknn = RKNN()
+    assert rknn.load_onnx(model="mobilenet_v2.onnx") == -1
+    assert rknn.load_tflite(model="mobilenet_v1.tflite") == -1
+    assert rknn.load_rknn("mobilenet_v1.rknn") == -1
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("E")]
+    assert len(lines) == 3
+    for line, name in zip(lines, ("mobilenet_v2.onnx", "mobilenet_v1.tflite", "mobilenet_v1.rknn")):
+        assert f"'{name}' does not exist" in line and str(tmp_path / name) in line
+    assert "download" in lines[0] and "download" in lines[1] and "export" in lines[2]

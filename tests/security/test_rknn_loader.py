@@ -1,0 +1,231 @@
+"""Opening a hostile .rknn: no file access, bounded decompression, a named bad header field,
+I/O checked against the graph, sizes bounded — each refused with a clear E line and -1."""
+from __future__ import annotations
+
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from openrknn.errors import ModelFileError
+from openrknn.model_file import GRAPH_SECTION, load_model
+from openrknn.model_file.container import decode, encode
+from rknn.api import RKNN
+from tests.conftest import exported_conv_model, make_conv_model
+
+
+@pytest.fixture
+def exported(tmp_path) -> Path:
+    return exported_conv_model(tmp_path, "rk3588")
+
+
+def rewrite(path: Path, header=None, graph=None, raw_section: bytes | None = None) -> Path:
+    """Re-export ``path`` after changing its header / graph; the checksums are recomputed (a forger can)."""
+    container = decode(path.read_bytes())
+    if header:
+        header(container.header)
+    if graph or raw_section is not None:
+        model = onnx.load_from_string(container.sections[GRAPH_SECTION])
+        if graph:
+            graph(model)
+        container.sections[GRAPH_SECTION] = raw_section if raw_section is not None else model.SerializeToString()
+        container.header.pop("graph_size", None)
+        container.header.pop("graph_compression", None)
+    out = path.with_name("forged.rknn")
+    out.write_bytes(encode(container))
+    return out
+
+
+def load_error(path: Path, capsys) -> str:
+    rknn = RKNN()
+    capsys.readouterr()
+    assert rknn.load_rknn(str(path)) == -1
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("E")]
+    assert len(lines) == 1 and "internal error" not in lines[0], lines
+    return lines[0]
+
+
+def test_external_data_is_refused(exported, tmp_path, capsys, monkeypatch):
+    secret = np.full(8 * 3 * 3 * 3, 42.0, np.float32)
+    (tmp_path / "secret.bin").write_bytes(secret.tobytes())
+    monkeypatch.chdir(tmp_path)
+
+    def point_weight_at_secret(model):
+        weight = next(i for i in model.graph.initializer if i.dims and len(i.dims) == 4)
+        weight.ClearField("raw_data")
+        weight.ClearField("float_data")
+        weight.data_location = TensorProto.EXTERNAL
+        weight.external_data.add(key="location", value="secret.bin")
+    message = load_error(rewrite(exported, graph=point_weight_at_secret), capsys)
+    assert "external data" in message and "secret.bin" in message
+
+
+def test_decompression_is_bounded_by_the_declared_size(exported, capsys):
+    bomb = zlib.compress(b"\0" * (64 << 20), 9)          # 64 MiB of zeros in ~64 KiB
+
+    def declare_small(header):
+        header.update(graph_compression="zlib", graph_size=1000)
+    forged = rewrite(exported, raw_section=bomb)
+    forged = rewrite(forged, header=declare_small)
+    started = time.perf_counter()
+    message = load_error(forged, capsys)
+    assert "inflates beyond its declared size" in message
+    assert time.perf_counter() - started < 2.0
+
+
+def test_decompression_without_declared_size_stops_at_the_limit(exported, capsys, monkeypatch):
+    monkeypatch.setenv("OPENRKNN_MAX_GRAPH_BYTES", str(1 << 20))
+    forged = rewrite(rewrite(exported, raw_section=zlib.compress(b"\0" * (16 << 20), 9)),
+                     header=lambda h: h.update(graph_compression="zlib"))
+    assert "inflates beyond" in load_error(forged, capsys)
+
+
+def test_compressed_export_round_trips(tmp_path):
+    rknn = RKNN()
+    assert rknn.config(compress_weight=True) == 0
+    assert rknn.load_onnx(str(make_conv_model(tmp_path / "conv.onnx"))) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.export_rknn(str(tmp_path / "c.rknn")) == 0
+    header = decode((tmp_path / "c.rknn").read_bytes()).header
+    assert header["graph_compression"] == "zlib" and header["graph_size"] > 0
+    assert load_model(str(tmp_path / "c.rknn")).inputs[0].shape == [1, 3, 16, 16]
+
+
+@pytest.mark.parametrize("field, change", [
+    ("inputs[0].shape", lambda h: h["inputs"][0].update(shape="1,3,16,16")),
+    ("inputs[0].shape[2]", lambda h: h["inputs"][0].update(shape=[1, 3, 16.5, 16])),
+    ("inputs[0].name", lambda h: h["inputs"][0].update(name=7)),
+    ("outputs", lambda h: h.update(outputs={"a": 1})),
+    ("inputs[0]", lambda h: h["inputs"].__setitem__(0, None)),
+    ("preprocess[0]", lambda h: h.update(preprocess=[{"input_name": "x", "evil": 1}])),
+    ("preprocess[0].mean[0]", lambda h: h.update(preprocess=[{"input_name": "x", "mean": ["a"]}])),
+    ("rknn_batch_size", lambda h: h.update(rknn_batch_size="2")),
+    ("rknn_batch_size", lambda h: h.update(rknn_batch_size=0)),
+    ("float_dtype", lambda h: h.update(float_dtype=None)),
+    ("quant_params['w'].scale[0]", lambda h: h.update(quant_params={"w": {"scale": [None]}})),
+    ("tensor_dtypes", lambda h: h.update(tensor_dtypes=[])),
+    ("metadata", lambda h: h.update(metadata="x")),
+    ("graph_compression", lambda h: h.update(graph_compression="lzma")),
+    ("inputs[0].dtype", lambda h: h["inputs"][0].update(dtype="object")),
+    ("inputs[0].layout", lambda h: h["inputs"][0].update(layout=["NCHW"])),
+])
+def test_malformed_header_field_is_named(exported, capsys, field, change):
+    message = load_error(rewrite(exported, header=change), capsys)
+    assert f"header field '{field}'" in message
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda h: h["inputs"][0].update(shape=[1, 3, 16, 17]), "dimension 3 is 16 in the graph"),
+    (lambda h: h["inputs"][0].update(shape=[1, 3, 16]), "4 dimensions in the graph"),
+    (lambda h: h["outputs"][0].update(name="not_there"), "no such output"),
+])
+def test_header_io_must_match_the_graph(exported, capsys, change, words):
+    message = load_error(rewrite(exported, header=change), capsys)
+    assert words in message
+
+
+def test_bad_section_table_is_named(exported):
+    import hashlib
+    import json
+    import struct
+    container = decode(exported.read_bytes())
+    graph = container.sections[GRAPH_SECTION]
+    for entry, words in (({"offset": "0"}, r"header field 'sections\[0\]\.offset'"),
+                         ({"length": len(graph) + 100}, "beyond the end of the file")):
+        header = dict(container.header, sections=[dict(container.header["sections"][0], **entry)])
+        blob = json.dumps(header).encode()
+        body = struct.pack("<8sHHI", b"OPENRKNN", 1, 0, len(blob)) + blob + graph
+        with pytest.raises(ModelFileError, match=words):
+            decode(body + hashlib.sha256(body).digest())
+
+
+def _input_model(path: Path, shape, op: str = "Relu") -> Path:
+    """x → Relu → y, or x → Reshape([1, -1]) → ReduceSum → y (runs on an empty x), or x → Reshape([1, 12])."""
+    inits = [numpy_helper.from_array(np.array([1, 12] if op == "Reshape" else [1, -1], np.int64), "to")]
+    if op == "Relu":
+        nodes, out = [helper.make_node("Relu", ["x"], ["y"])], shape
+    elif op == "Reshape":
+        nodes, out = [helper.make_node("Reshape", ["x", "to"], ["y"])], [1, 12]
+    else:
+        nodes = [helper.make_node("Reshape", ["x", "to"], ["r"]), helper.make_node("ReduceSum", ["r"], ["y"])]
+        out = [1, 1]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+@pytest.mark.parametrize("shape, op, words", [([1, 0, 4], "Reshape", "cannot run on an empty tensor"),
+                                              ([1, 3, 100000, 100000], "Relu", "OPENRKNN_MAX_INPUT_ELEMENTS")])
+def test_zero_size_and_absurd_inputs_are_refused_at_build(tmp_path, capsys, shape, op, words):
+    rknn = RKNN()
+    assert rknn.load_onnx(str(_input_model(tmp_path / "m.onnx", shape, op))) == 0
+    capsys.readouterr()
+    assert rknn.build(do_quantization=False) == -1
+    message = capsys.readouterr().out
+    assert words in message and "'x'" in message
+
+
+def test_empty_input_that_the_graph_handles_is_valid_onnx(tmp_path):
+    """A reduction over an empty set is 0 (ONNX semantics): such a model builds, exports and reloads."""
+    rknn = RKNN()
+    assert rknn.config(float_dtype="float32") == 0
+    assert rknn.load_onnx(str(_input_model(tmp_path / "m.onnx", [1, 0, 4], "ReduceSum"))) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.export_rknn(str(tmp_path / "m.rknn")) == 0
+    assert load_model(str(tmp_path / "m.rknn")).inputs[0].shape == [1, 0, 4]
+
+
+def test_zero_size_input_in_rknn_is_refused_at_load(exported, capsys):
+    def zero(model):
+        model.graph.input[0].type.tensor_type.shape.dim[2].dim_value = 0
+    forged = rewrite(exported, header=lambda h: h["inputs"][0].update(shape=[1, 3, 0, 16]), graph=zero)
+    assert "zero-size dimension [1, 3, 0, 16] and the model cannot run on an empty tensor" in load_error(forged, capsys)
+
+
+def test_absurd_input_in_rknn_is_refused_at_load(exported, capsys):
+    def huge(model):
+        for dim, size in zip(model.graph.input[0].type.tensor_type.shape.dim[2:], (100000, 100000)):
+            dim.dim_value = size
+    forged = rewrite(exported, header=lambda h: h["inputs"][0].update(shape=[1, 3, 100000, 100000]), graph=huge)
+    assert "OPENRKNN_MAX_INPUT_ELEMENTS" in load_error(forged, capsys)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("config, load", [
+    ({}, {"inputs": ["x"], "input_size_list": [[1, 3, 48, 192]]}),
+    ({"dynamic_input": [[[1, 3, 48, 192]], [[1, 3, 48, 320]]]}, {}),
+])
+def test_real_model_with_dynamic_dims_builds_exports_and_loads(shared_data, tmp_path, config, load):
+    """PP-OCR cls: ONNX dims of -1 and '?' reach the header as -1 (output batch); loading must accept them."""
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", **config) == 0
+    assert rknn.load_onnx(str(shared_data / "models" / "onnx" / "ch_ppocr_mobile_v2.0_cls_infer.onnx"), **load) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.export_rknn(str(tmp_path / "cls.rknn")) == 0
+    assert decode((tmp_path / "cls.rknn").read_bytes()).header["outputs"][0]["shape"] == [-1, 2]
+    back = RKNN()
+    assert back.load_rknn(str(tmp_path / "cls.rknn")) == 0
+    assert back.init_runtime() == 0
+    out = back.inference(inputs=[np.zeros((1, 48, 192, 3), np.uint8)])
+    assert out[0].shape == (1, 2)
+
+
+def test_forged_scrypt_cost_is_refused_before_deriving(exported, capsys, monkeypatch):
+    """A header asking for scrypt 2**20 (1 GiB of memory) is refused; crypt level 3 writes 2**17."""
+    pytest.importorskip("cryptography")
+    from openrknn.model_file.encryption import encrypt_model_file
+    monkeypatch.setenv("OPENRKNN_MODEL_KEY", "a test passphrase")
+    sealed = exported.with_name("sealed.rknn")
+    encrypt_model_file(str(exported), str(sealed), crypt_level=2)
+    container = decode(sealed.read_bytes())
+    container.header["encryption"]["log2_n"] = 20
+    forged = exported.with_name("forged.rknn")
+    forged.write_bytes(encode(container))
+    started = time.perf_counter()
+    assert "outside the accepted range 2**10..2**17" in load_error(forged, capsys)
+    assert time.perf_counter() - started < 1.0
