@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import Sequence
+from typing import Collection, Sequence
 
 import numpy as np
 import onnx
@@ -36,7 +36,7 @@ from onnx import numpy_helper
 from openrknn import log
 from openrknn.errors import ConfigError
 from openrknn.graph.custom_ops import CustomOpRegistry
-from openrknn.quant import annotate, numerics
+from openrknn.quant import numerics
 from openrknn.quant.calibrate import tensor_values
 from openrknn.quant.numerics import QuantParams
 
@@ -155,13 +155,13 @@ class WeightRounder:
     calls :meth:`round` where it computes a weight's integers.
     """
 
-    def __init__(self, graph: onnx.ModelProto, act_params: dict[str, QuantParams],
+    def __init__(self, graph: onnx.ModelProto, weights: Collection[str], act_params: dict[str, QuantParams],
                  samples: Sequence[Sequence[np.ndarray]], custom_ops: CustomOpRegistry | None = None) -> None:
         self.torch = require_torch()
         inits = {i.name: i for i in graph.graph.initializer}
         self.layers: dict[str, _LinearLayer] = {}
-        for node in graph.graph.node:
-            if (annotate.node_kind(node) in (annotate.QCONV, annotate.QMATMUL) and len(node.input) > 1
+        for node in graph.graph.node:   # integer layers, and the float16 ones of weight-only dtypes
+            if (node.op_type in ("Conv", "Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in weights
                     and node.input[1] in inits and node.input[1] not in self.layers):
                 self.layers[node.input[1]] = _LinearLayer(node)
         self.kernels = {name: tuple(inits[name].dims[2:]) for name, layer in self.layers.items() if layer.op == "Conv"}

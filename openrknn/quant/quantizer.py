@@ -91,7 +91,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     rounder = None
     if settings.algorithm == "adaround":   # opt-in: learned weight rounding (torch)
         from openrknn.quant.adaround import WeightRounder
-        rounder = WeightRounder(graph, act_params, used, custom_ops)
+        rounder = WeightRounder(graph, plan.weights, act_params, used, custom_ops)
     _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides,
                       _int16_weights(graph, plan, overrides), wide, rounder)
     if rounder is not None:

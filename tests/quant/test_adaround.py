@@ -67,9 +67,10 @@ def setup(tmp_path_factory):
     return dict(folder=folder, model=model, dataset=str(folder / "dataset.txt"), eval=evaluation, reference=reference)
 
 
-def _build(setup, algorithm: str, export: str | None = None) -> RKNN:
+def _build(setup, algorithm: str, export: str | None = None, **config) -> RKNN:
     rknn = RKNN()
-    assert rknn.config(target_platform="rk3588", quantized_algorithm=algorithm) == 0
+    assert rknn.config(target_platform=config.pop("target_platform", "rk3588"), quantized_algorithm=algorithm,
+                       **config) == 0
     assert rknn.load_onnx(model=setup["model"]) == 0
     assert rknn.build(do_quantization=True, dataset=setup["dataset"]) == 0
     if export:
@@ -106,6 +107,14 @@ def _content(path) -> tuple:
     header = dict(container.header, created=None)
     header["metadata"] = dict(header["metadata"], quantization=dict(header["metadata"]["quantization"], seconds=None))
     return container.sections, json.dumps(header, sort_keys=True)
+
+
+def test_adaround_weight_only_dtype(setup):
+    """w8a16 (float16 activations): the weights are learned on the float inputs."""
+    config = dict(target_platform="rk3562", quantized_dtype="w8a16")
+    nearest = _relative_error(_build(setup, "normal", **config), setup)
+    learned = _relative_error(_build(setup, "adaround", **config), setup)
+    assert learned < 0.6 * nearest, f"adaround {learned:.4f} vs normal {nearest:.4f}"
 
 
 def test_adaround_without_torch_names_the_extra(setup, monkeypatch, capsys):
