@@ -206,10 +206,12 @@ class WeightRounder:
         input_params = self.act_params.get(layer.node.input[0])
         quantized_rows = rows if input_params is None or input_params.dtype not in ("int8", "uint8") \
             else numerics.dequantize(numerics.quantize(rows, input_params), input_params).astype(np.float32)
-        return self._learn(layer, name, weight, params, rows, quantized_rows).astype(q.dtype)
+        learned = self._learn(layer, name, weight, params, rows, quantized_rows)
+        return q if learned is None else learned.astype(q.dtype)
 
     def _learn(self, layer: _LinearLayer, name: str, weight: np.ndarray, params: QuantParams,
-               rows: np.ndarray, quantized_rows: np.ndarray) -> np.ndarray:
+               rows: np.ndarray, quantized_rows: np.ndarray) -> np.ndarray | None:
+        """The learned integers, or None when nearest rounding has the lower error on the rows."""
         from tqdm import tqdm
         torch = self.torch
         torch.manual_seed(SEED)
@@ -255,11 +257,10 @@ class WeightRounder:
             learned_error = float(output_error(soft(up.float()), everything))
             integers = (t["floor"] + up.float() + t["z"]).clamp(params.qmin, params.qmax).numpy()
         log.debug(f"quantize: adaround '{name}': output error {nearest_error:.3g} -> {learned_error:.3g}")
-        if learned_error > nearest_error:   # the rows say nearest is better: keep it
-            learned_error = nearest_error
-            integers = (t["floor"] + (t["rest"] >= 0.5).float() + t["z"]).clamp(params.qmin, params.qmax).numpy()
         power = max(float((target ** 2).mean()), 1e-30)
-        self.report.append((nearest_error / power, learned_error / power))
+        self.report.append((nearest_error / power, min(learned_error, nearest_error) / power))
+        if learned_error > nearest_error:   # the rows say nearest is better: keep it
+            return None
         return np.rint(layer.from_matrix(integers, weight.shape))
 
     def summary(self) -> str:
