@@ -41,7 +41,8 @@ from openrknn.quant.calibrate import tensor_values
 from openrknn.quant.numerics import QuantParams
 
 INSTALL_HINT = "quantized_algorithm 'adaround' needs PyTorch: pip install 'openrknn[torch]'"
-ROWS = 1024          # input rows kept per layer over all samples
+ROWS = 2048          # input rows kept per layer over all samples
+HOLD_OUT = 4         # every 4th row judges the result instead of training it
 BATCH = 256          # rows per optimisation step
 ITERATIONS = 300
 ANNEAL = 0.7        # fraction of the remaining iterations over which β falls (then it stays at its end)
@@ -203,6 +204,10 @@ class WeightRounder:
     def _round(self, layer: _LinearLayer, name: str, weight: np.ndarray, q: np.ndarray,
                params: QuantParams) -> np.ndarray:
         rows = np.concatenate(self.rows.pop(name))
+        if rows.shape[0] * (HOLD_OUT - 1) // HOLD_OUT < rows.shape[-1]:
+            # fewer rows than inputs per output: any rounding fits the rows exactly and says nothing
+            log.debug(f"quantize: adaround '{name}': {rows.shape[0]} rows for {rows.shape[-1]} inputs, nearest kept")
+            return q
         input_params = self.act_params.get(layer.node.input[0])
         quantized_rows = rows if input_params is None or input_params.dtype not in ("int8", "uint8") \
             else numerics.dequantize(numerics.quantize(rows, input_params), input_params).astype(np.float32)
@@ -233,16 +238,18 @@ class WeightRounder:
         def output_error(w, index):
             return ((torch.einsum("ngk,gok->ngo", t["xq"][index], w) - target[index]) ** 2).mean()
 
-        everything = torch.arange(rows.shape[0])
+        held_out = torch.arange(0, rows.shape[0], HOLD_OUT)
+        training = torch.from_numpy(np.setdiff1d(np.arange(rows.shape[0]), held_out.numpy()))
         with torch.no_grad():
-            nearest_error = float(output_error(soft((t["rest"] >= 0.5).float()), everything))
+            nearest_error = float(output_error(soft((t["rest"] >= 0.5).float()), training))
+            nearest_held_out = float(output_error(soft((t["rest"] >= 0.5).float()), held_out))
         norm = max(nearest_error, 1e-30)
         optimizer = torch.optim.Adam([v], lr=LEARNING_RATE)
         generator = torch.Generator().manual_seed(SEED)
         warmup = int(WARMUP * ITERATIONS)
         for step in tqdm(range(ITERATIONS), desc=f"I quantize: adaround {layer.node.name or name}",
                          unit="it", disable=None, leave=False):
-            index = torch.randperm(rows.shape[0], generator=generator)[:BATCH]
+            index = training[torch.randperm(training.numel(), generator=generator)[:BATCH]]
             h = (torch.sigmoid(v) * (ZETA - GAMMA) + GAMMA).clamp(0, 1)
             loss = output_error(soft(h), index) / norm
             if step >= warmup:
@@ -254,12 +261,12 @@ class WeightRounder:
             optimizer.step()
         with torch.no_grad():
             up = (torch.sigmoid(v) * (ZETA - GAMMA) + GAMMA) >= 0.5
-            learned_error = float(output_error(soft(up.float()), everything))
+            learned_held_out = float(output_error(soft(up.float()), held_out))
             integers = (t["floor"] + up.float() + t["z"]).clamp(params.qmin, params.qmax).numpy()
-        log.debug(f"quantize: adaround '{name}': output error {nearest_error:.3g} -> {learned_error:.3g}")
-        power = max(float((target ** 2).mean()), 1e-30)
-        self.report.append((nearest_error / power, min(learned_error, nearest_error) / power))
-        if learned_error > nearest_error:   # the rows say nearest is better: keep it
+        log.debug(f"quantize: adaround '{name}': held-out output error {nearest_held_out:.3g} -> {learned_held_out:.3g}")
+        power = max(float((target[held_out] ** 2).mean()), 1e-30)
+        self.report.append((nearest_held_out / power, min(learned_held_out, nearest_held_out) / power))
+        if learned_held_out >= nearest_held_out:   # the held-out rows say nearest is better: keep it
             return None
         return np.rint(layer.from_matrix(integers, weight.shape))
 
