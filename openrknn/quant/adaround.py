@@ -41,8 +41,9 @@ from openrknn.quant.calibrate import tensor_values
 from openrknn.quant.numerics import QuantParams
 
 INSTALL_HINT = "quantized_algorithm 'adaround' needs PyTorch: pip install 'openrknn[torch]'"
-ROWS = 2048          # input rows kept per layer over all samples
+ROWS = 4096          # input rows kept per layer over all samples
 HOLD_OUT = 4         # every 4th row judges the result instead of training it
+ROWS_PER_INPUT = 4   # fewer training rows per input (per output) than this: too few to learn from
 BATCH = 256          # rows per optimisation step
 ITERATIONS = 300
 ANNEAL = 0.7        # fraction of the remaining iterations over which β falls (then it stays at its end)
@@ -204,8 +205,8 @@ class WeightRounder:
     def _round(self, layer: _LinearLayer, name: str, weight: np.ndarray, q: np.ndarray,
                params: QuantParams) -> np.ndarray:
         rows = np.concatenate(self.rows.pop(name))
-        if rows.shape[0] * (HOLD_OUT - 1) // HOLD_OUT < rows.shape[-1]:
-            # fewer rows than inputs per output: any rounding fits the rows exactly and says nothing
+        if rows.shape[0] * (HOLD_OUT - 1) // HOLD_OUT < ROWS_PER_INPUT * rows.shape[-1]:
+            # few rows per input: the rounding learns the rows rather than the layer
             log.debug(f"quantize: adaround '{name}': {rows.shape[0]} rows for {rows.shape[-1]} inputs, nearest kept")
             return q
         input_params = self.act_params.get(layer.node.input[0])

@@ -90,7 +90,7 @@ def test_adaround_beats_nearest_rounding_and_is_deterministic(setup):
     first = setup["folder"] / "a.rknn"
     learned_model = _build(setup, "adaround", str(first))
     learned = _relative_error(learned_model, setup)
-    # measured: 0.213 (normal) -> 0.074 (adaround) on unseen inputs
+    # measured: 0.213 (normal) -> 0.086 (adaround) on unseen inputs
     assert learned < 0.6 * nearest, f"adaround {learned:.4f} vs normal {nearest:.4f}"
     model = learned_model._model
     assert model.metadata["quantization"]["algorithm"] == "adaround"
