@@ -25,7 +25,7 @@ QUANT_DTYPE_ALIASES = {
     "dynamic_fixed_point-8": "dynamic_fixed_point-i8",
     "dynamic_fixed_point-16": "dynamic_fixed_point-i16",
 }
-QUANT_ALGORITHMS = ("normal", "kl_divergence", "mmse")
+QUANT_ALGORITHMS = ("normal", "kl_divergence", "mmse", "adaround")
 QUANT_METHOD_GROUPS = tuple(f"group{n}" for n in (32, 64, 128, 256))
 QUANT_METHODS = ("layer", "channel") + QUANT_METHOD_GROUPS
 
@@ -251,6 +251,10 @@ def _set_quantization(cfg: ModelConfig, kw: dict[str, Any]) -> None:
                           f"{cfg.platform} accepts {list(chip.quantized_dtypes)}")
     cfg.quantized_dtype = dtype
     cfg.quantized_algorithm = _choice(kw, "quantized_algorithm", "normal", QUANT_ALGORITHMS)
+    if cfg.quantized_algorithm == "adaround":   # opt-in rounding optimisation: the one torch-backed algorithm
+        from openrknn.quant.adaround import INSTALL_HINT, torch_available
+        if not torch_available():
+            raise ConfigError(f"config: {INSTALL_HINT}")
     default_method = "layer" if cfg.toolkit == 1 else "channel"
     cfg.quantized_method = _choice(kw, "quantized_method", default_method, QUANT_METHODS)
     if cfg.quantized_method in QUANT_METHOD_GROUPS and dtype != "w4a16":

@@ -122,3 +122,26 @@ def collect_stats(model: onnx.ModelProto, tensors: Sequence[str], samples: Seque
                 if name in wanted:
                     getattr(stats[name], method)(value)
     return stats
+
+
+def tensor_values(model: onnx.ModelProto, tensors: Sequence[str], samples: Sequence[Sequence[np.ndarray]],
+                  custom_ops: CustomOpRegistry | None = None, label: str = "tensors"):
+    """Yield, per sample, ``{name: value}`` of ``tensors`` (graph inputs included) in the float graph.
+
+    Raises:
+        QuantizationError: the float graph cannot run on a sample.
+    """
+    from tqdm import tqdm
+
+    graph_inputs = [v.name for v in model.graph.input if v.name not in {i.name for i in model.graph.initializer}]
+    wanted = [t for t in tensors if t and t not in graph_inputs]
+    session = _session(_ancestors(model, wanted), wanted, custom_ops) if wanted else None
+    for index, sample in enumerate(tqdm(samples, desc=f"I quantize: {label}", unit="sample", disable=None,
+                                        leave=False)):
+        feeds = dict(zip(graph_inputs, sample))
+        try:
+            values = dict(zip(session.output_names, session.run(feeds))) if session else {}
+        except Exception as e:  # onnxruntime (or a custom op) raises its own exception types
+            raise QuantizationError(f"calibration sample {index + 1} cannot run through the float model: {e}") from e
+        values.update(feeds)
+        yield {name: values[name] for name in tensors if name in values}

@@ -104,8 +104,14 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
             act_params.pop(tensor, None)
         act_params.update(overrides.activation_params(act_params))
     quant_params = {name: p.to_dict() for name, p in act_params.items()}
+    rounder = None
+    if settings.algorithm == "adaround":   # opt-in: learned weight rounding (torch)
+        from openrknn.quant.adaround import WeightRounder
+        rounder = WeightRounder(graph, plan.weights, act_params, used, custom_ops)
     _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides,
-                      _int16_weights(graph, plan, overrides), wide)
+                      _int16_weights(graph, plan, overrides), wide, rounder)
+    if rounder is not None:
+        log.info(f"quantize: {rounder.summary()}")
     model = replace(rknn_model, graph=graph, quantized_dtype=settings.canonical, quant_params=quant_params,
                     tensor_dtypes=_tensor_dtypes(graph, act_params, quant_params), golden=golden)
     model.metadata = dict(rknn_model.metadata, quantization={
@@ -242,7 +248,7 @@ def _int16_weights(graph: onnx.ModelProto, plan: annotate.Plan, overrides: Quant
 def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: QuantSettings, algorithm,
                       act_params: dict[str, QuantParams], quant_params: dict[str, dict], stats: dict,
                       overrides: QuantOverrides, int16_weights: set[str] = frozenset(),
-                      wide: DtypeSpec | None = None) -> None:
+                      wide: DtypeSpec | None = None, rounder=None) -> None:
     spec = settings.spec
     inits = {i.name: i for i in graph.graph.initializer}
     weight_params: dict[str, QuantParams] = {}
@@ -259,6 +265,8 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
         if name in overrides.params:   # hybrid config: the user's parameters for this weight
             params = overrides.weight_params(name, params)
             q = numerics.quantize(array, params)
+        elif rounder is not None and name not in int16_weights:
+            q = rounder.round(name, array, q, params)   # learned rounding, same scales
         inits[name].CopyFrom(numpy_helper.from_array(q, name))
         weight_params[name] = params
         quant_params[name] = params.to_dict()

@@ -83,7 +83,7 @@ def test_mmse_weight_search_not_worse_than_minmax():
 
 
 def test_registry():
-    assert algorithm_names() == ["kl_divergence", "mmse", "normal"]
+    assert algorithm_names() == ["adaround", "kl_divergence", "mmse", "normal"]
     with pytest.raises(ValueError, match="registered twice"):
         @register_algorithm
         class Again(CalibrationAlgorithm):

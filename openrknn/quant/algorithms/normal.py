@@ -11,3 +11,10 @@ from openrknn.quant.algorithms.base import CalibrationAlgorithm, register_algori
 @register_algorithm
 class Normal(CalibrationAlgorithm):
     name = "normal"
+
+
+@register_algorithm
+class AdaRound(Normal):
+    """``adaround``: the ranges of ``normal``; the weight rounding is learned by :mod:`openrknn.quant.adaround`."""
+
+    name = "adaround"
