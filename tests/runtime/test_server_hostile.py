@@ -246,3 +246,20 @@ def test_binary_token_file_is_named(tmp_path, capsys):
     path.chmod(0o600)
     line = serve_cli(capsys, "--token-file", str(path))
     assert str(path) in line and "not text" in line
+
+
+def test_a_zlib_bomb_through_serve_is_refused_at_once(tmp_path):
+    import zlib
+
+    from tests.security.test_rknn_loader import rewrite
+    exported = exported_conv_model(tmp_path, "rk3588")
+    bomb = rewrite(rewrite(exported, raw_section=zlib.compress(b"\0" * (64 << 20), 9)),
+                   header=lambda h: h.update(graph_compression="zlib", graph_size=64 << 20))
+    with board() as server:
+        sock = authenticated(port_of(server))
+        started = time.monotonic()
+        answer = request(sock, cmd="load", model=bomb.read_bytes())
+        seconds = time.monotonic() - started
+        sock.close()
+    assert answer["ok"] is False and "OPENRKNN_MAX_GRAPH_RATIO" in answer["error"], answer
+    assert seconds < 2.0
