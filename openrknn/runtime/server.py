@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import hmac
+import logging
 import os
 import secrets
 import socket
@@ -300,6 +301,17 @@ _COMMANDS: dict[str, Callable[[_Connection, dict[str, Any]], dict[str, Any]]] = 
 }
 
 
+class _OneLine(logging.Filter):
+    """While serving, every log record stays one line: text from a peer that reaches any message (a
+    backend's error quoting a value, say) cannot forge a line of its own."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.isprintable():
+            record.msg, record.args = loggable(message, MAX_ERROR), None
+        return True
+
+
 def _cut(sock: socket.socket) -> None:
     """End a connection from another thread: its blocked ``recv`` returns at once."""
     try:
@@ -323,6 +335,14 @@ class BoardServer(socketserver.ThreadingTCPServer):
         self._pending: collections.OrderedDict[int, tuple[socket.socket, str]] = collections.OrderedDict()
         self._admitted: set[int] = set()
         super().__init__(address, _Connection)
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        one_line = _OneLine()
+        log.logger.addFilter(one_line)
+        try:
+            super().serve_forever(poll_interval)
+        finally:
+            log.logger.removeFilter(one_line)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:

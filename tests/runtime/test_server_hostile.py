@@ -172,6 +172,13 @@ def test_a_newline_in_a_value_cannot_forge_a_log_line(model_bytes):
     assert not [line for line in lines if "\n" in line], [line for line in lines if "\n" in line]
 
 
+def test_any_log_record_stays_one_line_while_serving():
+    """A backend error that quotes a peer's value verbatim cannot forge a line either."""
+    with board(), server_log() as lines:
+        log.error("inference: data_format 'x\nW serve: refused 6.6.6.6: forged' is not valid")
+    assert lines == ["inference: data_format 'x\\nW serve: refused 6.6.6.6: forged' is not valid"], lines
+
+
 def test_a_huge_value_is_not_echoed_back_whole():
     with board() as server, server_log() as lines:
         sock = authenticated(port_of(server))
