@@ -66,12 +66,13 @@ def _read_exactly(sock: socket.socket, size: int, deadline: float | None = None)
     buffer = bytearray()
     chunk = bytearray(min(size, READ_CHUNK))
     view = memoryview(chunk)
+    per_recv = sock.gettimeout()   # the silence allowed between two pieces stays in force
     while len(buffer) < size:
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ReadDeadline(f"only {len(buffer)} of {size} bytes arrived before the deadline")
-            sock.settimeout(remaining)
+            sock.settimeout(remaining if per_recv is None else min(remaining, per_recv))
         try:
             n = sock.recv_into(view, min(len(chunk), size - len(buffer)))
         except socket.timeout as e:
