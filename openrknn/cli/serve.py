@@ -43,6 +43,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if min(args.max_contexts, args.max_clients, args.max_frame_mb) < 1:
         log.error("serve: --max-contexts, --max-clients and --max-frame-mb must be at least 1")
         return 1
+    if not args.auth_timeout > 0 or not args.idle_timeout > 0:
+        log.error("serve: --auth-timeout and --idle-timeout must be positive seconds")
+        return 1
     token_path = args.token_file or default_token_path()
     try:
         token, created = load_or_create_token(token_path)
