@@ -126,7 +126,8 @@ class Guard:
         session = secrets.token_urlsafe(32)
         self.sessions.add(session)
         rest = urlencode(query, doseq=True)
-        location = scope.get("path", "/") + (f"?{rest}" if rest else "")
+        path = "/" + (scope.get("raw_path") or b"/").decode("latin-1").lstrip("/")   # never '//host': same site
+        location = path + (f"?{rest}" if rest else "")
         await send({"type": "http.response.start", "status": 303,
                     "headers": [(b"location", location.encode("latin-1")), (b"content-length", b"0"),
                                 (b"set-cookie", f"{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/".encode())]})

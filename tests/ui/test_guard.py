@@ -66,6 +66,10 @@ def test_without_the_access_token_nothing_is_served(app):
     assert opened.status_code == 303 and opened.headers["location"] == "/config?x=1"
     assert "HttpOnly" in opened.headers["set-cookie"] and "SameSite=Strict" in opened.headers["set-cookie"]
     assert stranger.get("/config").status_code == 200   # the session cookie now
+    fresh = TestClient(app, base_url="http://127.0.0.1:8000")
+    onward = fresh.get(f"http://127.0.0.1:8000//evil.example/%C3%A9?token={app.state.secret}",
+                       follow_redirects=False)
+    assert onward.status_code == 303 and onward.headers["location"] == "/evil.example/%C3%A9"   # not off-site
 
 
 def test_every_form_carries_the_session_csrf_token_and_posts_need_it(app, client):
