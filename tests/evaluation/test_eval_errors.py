@@ -81,10 +81,10 @@ def test_a_locked_cache_says_it_is_waiting(tmp_path):
 
 
 def test_a_cache_locked_too_long_is_named(tmp_path, monkeypatch):
-    monkeypatch.setattr(cache_module, "LOCK_WAIT_S", 2.0)
+    monkeypatch.setattr(cache_module, "LOCK_WAIT_S", 1.5)
     path = str(tmp_path / "c.sqlite")
     ResultCache(path).close()
-    thread = locked(path, 4.0)
+    thread = locked(path, 2.5)
     with pytest.raises(ConfigError, match=r"c.sqlite' stayed locked for 2 s.*--no-cache"):
         ResultCache(path).store([("run", "a", pack({"x": np.ones(1)}))], [])
     thread.join()
