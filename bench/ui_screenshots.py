@@ -3,7 +3,8 @@
     python bench/ui_screenshots.py [--out docs/ui] [--keep /tmp/ui-shots]
 
 Runs the browser tests (tests/ui/test_browser.py; headless Debian chromium, the PP-OCR cls model
-from the shared folder when present) with ``OPENRKNN_UI_SCREENSHOTS`` set, then writes small copies
+from the shared folder when present; each test opens the workbench's start URL with its access token
+first, as a user would) with ``OPENRKNN_UI_SCREENSHOTS`` set, then writes small copies
 of five pages to ``--out``: downscaled to 900 px wide, cropped to 1100 px high, 64-colour PNG, each
 checked to stay under 100 KB.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from openrknn.errors import ConfigError
 from openrknn.quant.dataset import IMAGE_EXTENSIONS
@@ -96,11 +97,17 @@ def _folder(root: str) -> EvalDataset:
 def _listing(path: str) -> EvalDataset:
     base = os.path.dirname(os.path.abspath(path))
     samples = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            files = line.split()
-            if files and not files[0].startswith("#"):
-                samples.append(Sample(files[0], tuple(os.path.join(base, f) for f in files)))
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                files = line.split()
+                if files and not files[0].startswith("#"):
+                    samples.append(Sample(files[0], tuple(os.path.join(base, f) for f in files)))
+    except OSError as e:
+        raise ConfigError(f"dataset file '{path}' cannot be read: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"dataset file '{path}' is not UTF-8 text (byte {e.start}); it lists one sample per "
+                          "line") from e
     return EvalDataset(samples, "cosine")
 
 
@@ -108,16 +115,48 @@ def _coco(path: str, images_dir: str | None) -> EvalDataset:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-        images, categories = data["images"], data["categories"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"'{path}' is not a COCO annotation file (needs 'images' and 'categories'): {e}") from e
+    except OSError as e:
+        raise ConfigError(f"COCO annotation file '{path}' cannot be read: {e.strerror or e}") from e
+    except ValueError as e:   # bad JSON or bad UTF-8
+        raise ConfigError(f"'{path}' is not a COCO annotation file (not valid JSON: {e})") from e
+    if not isinstance(data, dict) or not isinstance(data.get("images"), list) \
+            or not isinstance(data.get("categories"), list):
+        raise ConfigError(f"'{path}' is not a COCO annotation file: it needs the lists 'images' and 'categories'")
+    images = [_entry(path, "images", i, img, {"id": int, "file_name": str, "width": int, "height": int})
+              for i, img in enumerate(data["images"])]
+    categories = [_entry(path, "categories", i, cat, {"id": int}) for i, cat in enumerate(data["categories"])]
+    annotations = data.get("annotations", [])
+    if not isinstance(annotations, list):
+        raise ConfigError(f"COCO annotation file '{path}': 'annotations' must be a list")
+    for i, annotation in enumerate(annotations):   # what pycocotools reads of each, checked here to be named
+        _entry(path, "annotations", i, annotation, {"image_id": int, "category_id": int, "bbox": list,
+                                                    "area": (int, float)})
+        box = annotation["bbox"]
+        if len(box) != 4 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in box):
+            raise ConfigError(f"COCO annotation file '{path}': annotations[{i}]: 'bbox' must be 4 numbers "
+                              "[x, y, width, height]")
     base = images_dir or os.path.dirname(os.path.abspath(path))
-    samples = [Sample(str(img["file_name"]), (os.path.join(base, str(img["file_name"])),), image_id=int(img["id"]),
-                      size=(int(img["width"]), int(img["height"])))
-               for img in sorted(images, key=lambda i: int(i["id"]))]
-    cats = sorted(categories, key=lambda c: int(c["id"]))
+    samples = [Sample(img["file_name"], (os.path.join(base, img["file_name"]),), image_id=img["id"],
+                      size=(img["width"], img["height"]))
+               for img in sorted(images, key=lambda i: i["id"])]
+    cats = sorted(categories, key=lambda c: c["id"])
     return EvalDataset(samples, "detection", coco_json=os.path.abspath(path),
-                       category_ids=[int(c["id"]) for c in cats], class_names=[str(c.get("name", c["id"])) for c in cats])
+                       category_ids=[c["id"] for c in cats], class_names=[str(c.get("name", c["id"])) for c in cats])
+
+
+def _entry(path: str, table: str, index: int, entry: object, fields: dict[str, Any]) -> dict:
+    """One COCO ``images``/``categories`` entry with its required fields checked (file, entry, field)."""
+    where = f"COCO annotation file '{path}': {table}[{index}]"
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where} is a {type(entry).__name__}, expected an object")
+    for name, kind in fields.items():
+        value = entry.get(name)
+        if value is None:
+            raise ConfigError(f"{where} has no '{name}'")
+        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+            expected = {int: "a non-negative integer", str: "a string", list: "a list"}.get(kind, "a number")
+            raise ConfigError(f"{where}: '{name}' must be {expected}, got {str(value)[:40]!r}")
+    return entry
 
 
 def _with_labels(dataset: EvalDataset, labels: str) -> EvalDataset:
@@ -132,7 +171,10 @@ def _with_labels(dataset: EvalDataset, labels: str) -> EvalDataset:
                     raise ConfigError(f"labels file '{labels}' line {number}: expected '<image> <class index>'")
                 table[parts[0].strip().replace(os.sep, "/")] = int(parts[1])
     except OSError as e:
-        raise ConfigError(f"labels file '{labels}' cannot be read: {e}") from e
+        raise ConfigError(f"labels file '{labels}' cannot be read: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"labels file '{labels}' is not UTF-8 text (byte {e.start}); it holds "
+                          "'<image> <class index>' per line") from e
     samples = []
     for sample in dataset.samples:
         label = table.get(sample.key, table.get(os.path.basename(sample.key)))

@@ -117,13 +117,18 @@ def coco_map(dataset: EvalDataset, detections: list[dict[str, Any]]) -> tuple[fl
         raise ConfigError("detection mAP needs pycocotools: pip install 'openrknn[eval]'") from e
     if not detections:
         return 0.0, 0.0, {name: 0.0 for name in dataset.class_names}
-    with contextlib.redirect_stdout(io.StringIO()):   # pycocotools prints its progress
-        truth = COCO(dataset.coco_json)
-        evaluator = COCOeval(truth, truth.loadRes(detections), "bbox")
-        evaluator.params.imgIds = [s.image_id for s in dataset.samples]
-        evaluator.evaluate()
-        evaluator.accumulate()
-        evaluator.summarize()
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):   # pycocotools prints its progress
+            truth = COCO(dataset.coco_json)
+            evaluator = COCOeval(truth, truth.loadRes(detections), "bbox")
+            evaluator.params.imgIds = [s.image_id for s in dataset.samples]
+            evaluator.evaluate()
+            evaluator.accumulate()
+            evaluator.summarize()
+    except Exception as e:  # noqa: BLE001 - pycocotools raises bare KeyError/IndexError on odd annotations
+        raise ConfigError(f"COCO annotation file '{dataset.coco_json}' cannot be evaluated by pycocotools "
+                          f"({type(e).__name__}: {str(e)[:80]}); check its 'annotations' (image_id, category_id, "
+                          "bbox, area)") from e
     precision = evaluator.eval["precision"]          # [iou, recall, category, area, max detections]
     per_class = {}
     for k, category in enumerate(evaluator.params.catIds):

@@ -14,8 +14,8 @@ from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
 from openrknn.model_file.graph_checks import (check_empty_inputs, check_io_against_graph, check_tensor_sizes,
                                               refuse_bad_names, refuse_external_data)
-from openrknn.model_file.header_schema import (DEFAULT_MAX_GRAPH_BYTES, MAX_GRAPH_BYTES_ENV, check_input_sizes,
-                                               check_model_header, limit)
+from openrknn.model_file.header_schema import (DEFAULT_MAX_GRAPH_BYTES, DEFAULT_MAX_GRAPH_RATIO, MAX_GRAPH_BYTES_ENV,
+                                               MAX_GRAPH_RATIO_ENV, check_input_sizes, check_model_header, limit)
 from openrknn.model_file.shared_weights import restore_weights, strip_weights
 from openrknn.model_file.container import FLAG_ENCRYPTED, Container, decode, encode, read_file, write_atomic
 
@@ -110,24 +110,58 @@ def from_container(container: Container, source: str, master: RKNNModel | None =
 
 
 def _parse_graph(blob: bytes, header: dict, source: str) -> onnx.ModelProto:
-    """The ONNX graph; a compressed one is inflated no further than its declared size and the limit."""
+    """The ONNX graph; a compressed one is inflated no further than its declared size and the limits."""
     most = limit(MAX_GRAPH_BYTES_ENV, DEFAULT_MAX_GRAPH_BYTES)
     declared = header.get("graph_size")
     if declared is not None and declared > most:
         raise ModelFileError(f"'{source}': the graph declares {declared:,} bytes, more than the limit of {most:,}; "
                              f"raise it with the environment variable {MAX_GRAPH_BYTES_ENV}=<bytes> if you trust the file")
     if header.get("graph_compression") == "zlib":
-        cap = most if declared is None else declared
-        try:
-            inflater = zlib.decompressobj()
-            blob = inflater.decompress(blob, cap + 1)   # never more than cap + 1 bytes in memory
-        except zlib.error as e:
-            raise ModelFileError(f"'{source}': the compressed graph section is damaged ({e})") from e
-        if len(blob) > cap or inflater.unconsumed_tail:
-            raise ModelFileError(f"'{source}': the compressed graph inflates beyond its declared size "
-                                 f"({cap:,} bytes); the file is damaged or hostile")
-        if not inflater.eof:
-            raise ModelFileError(f"'{source}': the compressed graph section is truncated")
+        blob = inflate_bounded(blob, declared, most, source)
+    if declared is not None and len(blob) != declared:
+        raise ModelFileError(f"'{source}': the graph is {len(blob):,} bytes but the header declares {declared:,}")
+    graph = onnx.ModelProto()
+    try:
+        graph.ParseFromString(blob)
+    except Exception as e:   # protobuf raises its own DecodeError and, on some inputs, others
+        raise ModelFileError(f"'{source}': the graph section is not a valid ONNX graph ({type(e).__name__})") from e
+    return graph
+
+
+INFLATE_CHUNK = 1 << 20   # output produced per zlib call: the limit is checked between calls
+
+
+def inflate_bounded(blob: bytes, declared: int | None, most: int, source: str) -> bytearray:
+    """Inflate a zlib graph section with a running limit: the declared size, ``most`` bytes, and
+    ``OPENRKNN_MAX_GRAPH_RATIO`` times the compressed size (a bomb is refused before any inflating)."""
+    ratio = limit(MAX_GRAPH_RATIO_ENV, DEFAULT_MAX_GRAPH_RATIO)
+    by_ratio = max(len(blob) * ratio, INFLATE_CHUNK)
+    if declared is not None and declared > by_ratio:
+        raise ModelFileError(f"'{source}': the graph declares {declared:,} bytes from {len(blob):,} compressed bytes "
+                             f"(more than {ratio}x, the limit for a compressed graph); the file is hostile or damaged "
+                             f"— raise the limit with the environment variable {MAX_GRAPH_RATIO_ENV}=<ratio> if you "
+                             "trust it")
+    cap = min(most if declared is None else declared, by_ratio)
+    inflater = zlib.decompressobj()
+    out = bytearray()
+    pending = blob
+    try:
+        while not inflater.eof:
+            piece = inflater.decompress(pending, min(INFLATE_CHUNK, cap + 1 - len(out)))
+            out += piece
+            if len(out) > cap:
+                raise ModelFileError(f"'{source}': the compressed graph inflates beyond its declared size "
+                                     f"({cap:,} bytes); the file is damaged or hostile")
+            pending = inflater.unconsumed_tail
+            if not piece and not pending:
+                break
+    except zlib.error as e:
+        raise ModelFileError(f"'{source}': the compressed graph section is damaged ({e})") from e
+    if not inflater.eof:
+        raise ModelFileError(f"'{source}': the compressed graph section is truncated")
+    return out
+
+
     if declared is not None and len(blob) != declared:
         raise ModelFileError(f"'{source}': the graph is {len(blob):,} bytes but the header declares {declared:,}")
     graph = onnx.ModelProto()

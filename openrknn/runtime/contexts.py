@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from openrknn import log
+from openrknn.runtime.protocol import shown
 
 
 class Refused(Exception):
@@ -167,7 +168,7 @@ class ContextPool:
         with self._lock:
             context = self._contexts.get(context_id) if isinstance(context_id, int) else None
         if context is None or context.owner != owner:
-            raise Refused(f"no loaded model with context id {context_id!r} on this connection")
+            raise Refused(f"no loaded model with context id {shown(context_id)} on this connection")
         return context
 
     def release(self, owner: int, context_id: Any) -> None:

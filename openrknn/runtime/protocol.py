@@ -11,9 +11,11 @@ Requests are ``{"cmd": name, ...arguments}``; answers ``{"ok": True, ...}`` or
 """
 from __future__ import annotations
 
+import math
 import socket
 import struct
-from typing import Any
+import time
+from typing import Any, Callable
 
 import numpy as np
 
@@ -24,6 +26,16 @@ HELLO_MAX_BYTES = 64 * 1024            # before the token is checked nobody may 
 DEFAULT_MAX_FRAME_MB = 256
 ARRAY_DTYPES = frozenset({"float32", "float16", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
                           "int64", "bool"})
+
+
+MAX_ARRAY_RANK = 16   # NPU tensors have at most 8 dimensions; numpy itself stops at 64
+MAX_SHOWN = 80        # characters of a peer's value quoted back in an error
+
+
+def shown(value: Any, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` cut to ``limit`` characters: errors never echo a peer's huge value back."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
 
 
 class ProtocolError(Exception):
@@ -42,31 +54,58 @@ def _msgpack() -> Any:
     return msgpack
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        n = sock.recv_into(view[got:], size - got)
+READ_CHUNK = 1 << 20   # a frame's buffer grows by what arrives, never by what its header declares
+
+
+class ReadDeadline(ProtocolError):
+    """A frame did not arrive in full before its deadline."""
+
+
+def _read_exactly(sock: socket.socket, size: int, deadline: float | None = None) -> bytearray:
+    """``size`` bytes; ``deadline`` (``time.monotonic()``) bounds the whole read, not each ``recv``."""
+    buffer = bytearray()
+    chunk = bytearray(min(size, READ_CHUNK))
+    view = memoryview(chunk)
+    per_recv = sock.gettimeout()   # the silence allowed between two pieces stays in force
+    while len(buffer) < size:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ReadDeadline(f"only {len(buffer)} of {size} bytes arrived before the deadline")
+            sock.settimeout(remaining if per_recv is None else min(remaining, per_recv))
+        try:
+            n = sock.recv_into(view, min(len(chunk), size - len(buffer)))
+        except socket.timeout as e:
+            if deadline is None:
+                raise
+            raise ReadDeadline(f"only {len(buffer)} of {size} bytes arrived before the deadline") from e
         if n == 0:
-            if got == 0:
+            if not buffer:
                 raise PeerClosed("connection closed")
-            raise ProtocolError(f"connection closed after {got} of {size} bytes")
-        got += n
-    return bytes(buffer)
+            raise ProtocolError(f"connection closed after {len(buffer)} of {size} bytes")
+        buffer += view[:n]
+    return buffer
 
 
-def read_frame(sock: socket.socket, max_bytes: int) -> dict[str, Any]:
-    """Read one frame; :class:`ProtocolError` when it is larger than ``max_bytes`` or not a msgpack map."""
-    head = _read_exactly(sock, HEADER.size)
+def read_frame(sock: socket.socket, max_bytes: int, deadline: float | None = None,
+               body_seconds: Callable[[int], float] | None = None) -> dict[str, Any]:
+    """Read one frame; :class:`ProtocolError` when it is larger than ``max_bytes`` or not a msgpack map.
+
+    ``deadline`` bounds the whole frame; ``body_seconds(size)`` gives the body its own deadline once the
+    header has arrived (a trickling peer cannot hold the connection forever).
+    """
+    head = _read_exactly(sock, HEADER.size, deadline)
     (size,) = HEADER.unpack(head)
     if size > max_bytes:
         raise ProtocolError(f"frame of {size} bytes is larger than the limit of {max_bytes} bytes")
-    body = _read_exactly(sock, size) if size else b""
+    if body_seconds is not None:
+        body_deadline = time.monotonic() + body_seconds(size)
+        deadline = body_deadline if deadline is None else min(deadline, body_deadline)
+    body = _read_exactly(sock, size, deadline) if size else b""
     return decode_body(body)
 
 
-def decode_body(body: bytes) -> dict[str, Any]:
+def decode_body(body: bytes | bytearray) -> dict[str, Any]:
     msgpack = _msgpack()
 
     def refuse_ext(code: int, data: bytes) -> Any:
@@ -112,11 +151,14 @@ def unpack_array(value: Any) -> np.ndarray:
     dtype, shape, data = value["dtype"], value["shape"], value["data"]
     if dtype not in ARRAY_DTYPES:
         raise ProtocolError(f"array dtype {dtype!r} is not accepted (supported: {sorted(ARRAY_DTYPES)})")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and 0 <= d for d in shape):
-        raise ProtocolError("array shape must be a list of non-negative integers")
+    if not isinstance(shape, list) or len(shape) > MAX_ARRAY_RANK:
+        raise ProtocolError(f"array shape must be a list of at most {MAX_ARRAY_RANK} dimensions, got "
+                            f"{shown(shape)}")
+    if not all(type(d) is int and 0 <= d < 2**31 for d in shape):
+        raise ProtocolError(f"array shape must hold non-negative integers below 2**31, got {shown(shape)}")
     if not isinstance(data, bytes):
         raise ProtocolError("array data must be bytes")
-    expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    expected = math.prod(shape) * np.dtype(dtype).itemsize   # Python integers: no overflow
     if expected != len(data):
-        raise ProtocolError(f"array {dtype}{shape} needs {expected} bytes, {len(data)} were sent")
+        raise ProtocolError(f"array {dtype}{shown(shape)} needs {expected} bytes, {len(data)} were sent")
     return np.frombuffer(data, dtype=dtype).reshape(shape).copy()

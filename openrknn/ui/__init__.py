@@ -29,6 +29,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--no-browser", dest="no_browser", action="store_true", help="do not open a browser")
     parser.add_argument("--work-dir", dest="work_dir", default=None,
                         help="folder for uploads, reports and exports (default: a new temporary folder)")
+    parser.add_argument("--max-upload-mb", dest="max_upload_mb", type=int, default=2048,
+                        help="largest upload in MiB (default %(default)s); larger models: type their path")
     return parser
 
 
@@ -44,8 +46,13 @@ def run(args: argparse.Namespace) -> int:
     except ImportError as e:
         log.error(f"ui: the workbench needs the 'ui' extra ({e}): pip install 'openrknn[ui]'")
         return 1
-    app = create_app(args.work_dir)
-    url = f"http://{args.host}:{args.port}/"
+    from openrknn.ui.guard import allowed_hosts
+    if args.max_upload_mb < 1:
+        log.error("ui: --max-upload-mb must be at least 1")
+        return 1
+    app = create_app(args.work_dir, hosts=allowed_hosts(args.host), max_upload_bytes=args.max_upload_mb << 20)
+    shown_host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{shown_host}:{args.port}/?token={app.state.secret}"   # the token is the access key
     log.info(f"ui: workbench at {url} (files in {app.state.bench.work_dir}); Ctrl+C stops it")
     if not args.no_browser:
         threading.Timer(1.0, webbrowser.open, (url,)).start()

@@ -3,6 +3,7 @@ I/O checked against the graph, sizes bounded — each refused with a clear E lin
 from __future__ import annotations
 
 import time
+import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -82,6 +83,39 @@ def test_decompression_without_declared_size_stops_at_the_limit(exported, capsys
     forged = rewrite(rewrite(exported, raw_section=zlib.compress(b"\0" * (16 << 20), 9)),
                      header=lambda h: h.update(graph_compression="zlib"))
     assert "inflates beyond" in load_error(forged, capsys)
+
+
+def test_a_bomb_declaring_its_inflated_size_is_refused_before_inflating(exported, capsys):
+    """64 MiB of zeros in ~64 KiB that honestly declares 64 MiB: refused at once, nothing inflated."""
+    bomb = zlib.compress(b"\0" * (64 << 20), 9)
+    forged = rewrite(rewrite(exported, raw_section=bomb),
+                     header=lambda h: h.update(graph_compression="zlib", graph_size=64 << 20))
+    rknn = RKNN()
+    capsys.readouterr()
+    tracemalloc.start()
+    started = time.perf_counter()
+    assert rknn.load_rknn(str(forged)) == -1
+    seconds = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    message = [line for line in capsys.readouterr().out.splitlines() if line.startswith("E")][0]
+    assert "OPENRKNN_MAX_GRAPH_RATIO" in message and "forged.rknn" in message
+    assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB"   # the file itself plus parsing, no 64 MiB graph
+    assert seconds < 1.0
+
+
+def test_inflating_runs_in_bounded_chunks(exported, capsys, monkeypatch):
+    """Within the ratio the running limit stops at the declared size; memory stays near it."""
+    monkeypatch.setenv("OPENRKNN_MAX_GRAPH_RATIO", "2000")
+    bomb = zlib.compress(b"\0" * (256 << 20), 9)
+    forged = rewrite(rewrite(exported, raw_section=bomb),
+                     header=lambda h: h.update(graph_compression="zlib", graph_size=8 << 20))
+    tracemalloc.start()
+    message = load_error(forged, capsys)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert "inflates beyond its declared size" in message
+    assert peak < 24 << 20, f"{peak / 2**20:.0f} MiB"
 
 
 def test_compressed_export_round_trips(tmp_path):

@@ -20,10 +20,18 @@ from starlette.testclient import TestClient  # noqa: E402
 from openrknn.ui.app import create_app  # noqa: E402
 
 
+def logged_in(app, base_url: str = "http://127.0.0.1:8000") -> TestClient:
+    """A client that opened the start URL (session cookie) and sends the page's CSRF token with its posts."""
+    c = TestClient(app, base_url=base_url)
+    assert c.get(f"/?token={app.state.secret}").status_code == 200
+    c.headers["X-CSRF-Token"] = re.search(r"csrf_token=([0-9a-f]+)", c.get("/").text).group(1)
+    return c
+
+
 @pytest.fixture
 def client(tmp_path: Path):
     app = create_app(str(tmp_path / "work"))
-    with TestClient(app) as c:
+    with logged_in(app) as c:
         c.bench = app.state.bench
         yield c
 

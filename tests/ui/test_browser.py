@@ -44,9 +44,10 @@ def browser(downloads):
 
 
 @pytest.fixture
-def workbench(tmp_path):
+def workbench(tmp_path, browser):
     app = create_app(str(tmp_path / "work"))
     with serve(app) as url:
+        browser.get(f"{url}/?token={app.state.secret}")   # the start URL: the session cookie for this server
         yield url, app.state.bench
 
 

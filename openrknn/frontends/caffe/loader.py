@@ -98,26 +98,55 @@ def _parse_prototxt(path: str) -> schema.NetParameter:
         text_format.Parse(text, net)
     except text_format.ParseError as strict_error:
         if "has no field named" not in str(strict_error):
-            raise ModelLoadError(f"{name} is not a valid Caffe prototxt: {strict_error}"
+            raise ModelLoadError(f"{name} is not a valid Caffe prototxt: {_problem(strict_error)}"
                                  f"{_layer_at(text, strict_error)}") from strict_error
         net = schema.NetParameter()
         try:   # fields openrknn does not read (training settings, fork extensions) are skipped
             text_format.Parse(text, net, allow_unknown_field=True)
         except text_format.ParseError as e:
-            raise ModelLoadError(f"{name} is not a valid Caffe prototxt: {e}{_layer_at(text, e)}") from e
-        log.warning(f"load_caffe: {name}: fields unknown to openrknn are ignored, e.g. {strict_error}"
-                    f"{_layer_at(text, strict_error)}")
+            raise ModelLoadError(f"{name} is not a valid Caffe prototxt: {_problem(e)}{_layer_at(text, e)}") from e
+        if net.layer or net.layers:   # a Caffe net: its field names may be quoted
+            log.warning(f"load_caffe: {name}: fields unknown to openrknn are ignored, e.g. {strict_error}"
+                        f"{_layer_at(text, strict_error)}")
     if not net.layer and not net.layers:
         raise ModelLoadError(f"{os.path.basename(path)} declares no layers; is it a Caffe prototxt?")
     return net
 
 
+# what protobuf's text parser complains about, in its words; its message also quotes the file's line,
+# which is never repeated (the file may be anything the user pointed at, e.g. a secrets file)
+_PROBLEMS = re.compile(r"Expected (?:\"[^\w\s\"]{1,2}\"|string|identifier|integer|double|float|value)|"
+                       r"Couldn't parse (?:integer|float|double|boolean|enum)|Value out of range|Integer out of range|"
+                       r"Unknown enumeration value|has no value named|Invalid value|Non-repeated field|"
+                       r"has no field named|Unexpected end")
+
+
+def _position(error: text_format.ParseError) -> str:
+    line = error.GetLine() if hasattr(error, "GetLine") else None
+    column = error.GetColumn() if hasattr(error, "GetColumn") else None
+    return f"line {line}, column {column}" if line else "an unknown position"
+
+
+def _problem(error: text_format.ParseError) -> str:
+    """``line L, column C: <kind of error>`` without any text of the file."""
+    found = _PROBLEMS.search(str(error))
+    kind = found.group(0) if found else "syntax error"
+    if kind == "has no field named":
+        kind = "a field Caffe does not define"
+    elif kind == "has no value named":
+        kind = "an enum value Caffe does not define"
+    return f"{_position(error)}: {kind[0].lower()}{kind[1:]}"
+
+
 def _layer_at(text: str, error: text_format.ParseError) -> str:
-    """`` (in layer 'name')`` for the last ``name:`` before the line of a parse error."""
+    """`` (in layer 'name')`` for the last layer ``name:`` before the line of a parse error."""
     line = error.GetLine() if hasattr(error, "GetLine") else None
     if not line:
         return ""
-    names = re.findall(r"^\s*name\s*:\s*[\"']([^\"']*)[\"']", "\n".join(text.splitlines()[:line]), re.M)
+    before = "\n".join(text.splitlines()[:line])
+    if not re.search(r"^\s*layers?\s*\{", before, re.M):   # not a Caffe net: quote nothing of it
+        return ""
+    names = re.findall(r"^\s*name\s*:\s*[\"']([^\"']*)[\"']", before, re.M)
     return f" (in layer '{names[-1]}')" if names else ""
 
 

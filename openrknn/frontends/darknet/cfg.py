@@ -92,15 +92,16 @@ def parse_cfg(path: str) -> list[Section]:
             continue
         if line.startswith("["):
             if not line.endswith("]") or len(line) < 3:
-                raise ModelLoadError(f"{name} line {number}: malformed section header {raw.strip()!r}")
+                raise ModelLoadError(f"{name} line {number}: malformed section header (expected '[name]')")
             sections.append(Section(line[1:-1].lower(), number, file=name))
         elif "=" in line:
             if not sections:
-                raise ModelLoadError(f"{name} line {number}: option {raw.strip()!r} comes before any [section]")
+                raise ModelLoadError(f"{name} line {number}: an option (key=value) comes before any [section]; "
+                                     "is it a Darknet .cfg file?")
             key, value = line.split("=", 1)
             sections[-1].options[key.lower()] = value
         else:
-            raise ModelLoadError(f"{name} line {number}: expected '[section]' or 'key=value', got {raw.strip()!r}")
+            raise ModelLoadError(f"{name} line {number}: expected '[section]' or 'key=value'")
     if not sections:
         raise ModelLoadError(f"{name} has no sections: is it a Darknet .cfg file?")
     return sections
