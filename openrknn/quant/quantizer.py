@@ -24,7 +24,8 @@ from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.quant import annotate, numerics
 from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import CalibrationCache, collect_stats
-from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm
+from openrknn.quant.fold import (constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm,
+                                 unshare_parameters)
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.settings import DTYPES, DtypeSpec, QuantSettings
@@ -199,6 +200,7 @@ def _prepare(source: onnx.ModelProto) -> onnx.ModelProto:
     graph = onnx.ModelProto()
     graph.CopyFrom(source)
     constants_to_initializers(graph)
+    unshare_parameters(graph)
     fold_batchnorm(graph)
     fold_affine(graph)
     del graph.graph.value_info[:]
