@@ -29,9 +29,10 @@ class Case:
     calibration: list[list[np.ndarray]]
     evaluation: list[list[np.ndarray]]
     int16_layers: list[str] = field(default_factory=list)   # hybrid: tensors whose layer runs int16
+    relative: bool = False   # tiny outputs: cosine and norm must hold (no absolute-difference escape)
 
 
-def verdict(quantized: np.ndarray, reference: np.ndarray) -> tuple[bool, dict]:
+def verdict(quantized: np.ndarray, reference: np.ndarray, relative: bool = False) -> tuple[bool, dict]:
     """The corpus tolerance on one output; returns (passed, measured figures)."""
     q, f = np.asarray(quantized, np.float64).ravel(), np.asarray(reference, np.float64).ravel()
     qn, fn = np.linalg.norm(q), np.linalg.norm(f)
@@ -39,7 +40,7 @@ def verdict(quantized: np.ndarray, reference: np.ndarray) -> tuple[bool, dict]:
     norm_ratio = float(qn / fn) if fn > 0 else (1.0 if qn == 0 else np.inf)
     max_diff = float(np.max(np.abs(q - f))) if q.size else 0.0
     bound = ABS_TOLERANCE * max(1.0, float(np.max(np.abs(f))) if f.size else 0.0)
-    passed = (cos >= COSINE_MIN and abs(norm_ratio - 1) <= NORM_TOLERANCE) or max_diff <= bound
+    passed = (cos >= COSINE_MIN and abs(norm_ratio - 1) <= NORM_TOLERANCE) or (max_diff <= bound and not relative)
     return passed, {"cosine": cos, "norm_ratio": norm_ratio, "max_diff": max_diff, "bound": bound}
 
 
@@ -81,9 +82,11 @@ class GraphBuilder:
         return self.node("Conv", [x, w] + ([b] if b else []), out, pads=pads, **attrs)
 
     def model(self) -> onnx.ModelProto:
-        graph = helper.make_graph(self.nodes, "conformance", self.inputs, self.outputs, self.inits)
+        graph = helper.make_graph(self.nodes, "conformance", self.inputs, [], self.inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
         model.ir_version = 8
+        inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
+        model.graph.output.extend(inferred[o.name] for o in self.outputs)
         return model
 
 
@@ -98,26 +101,23 @@ def _images(rng: np.random.Generator, count: int, shape, low: float = -1.0, high
 
 
 def _split(samples: list[list[np.ndarray]]) -> tuple[list[list[np.ndarray]], list[list[np.ndarray]]]:
-    return samples[:8], samples[8:]
+    """Calibration and evaluation inputs. The corpus tests parameters, not generalisation: the
+    evaluation inputs are calibration inputs shrunk by 10 %, so no value leaves its calibrated range."""
+    return samples[:8], [[np.float32(0.9) * a for a in sample] for sample in samples[:4]]
 
 
 def shared_head(seed: int = 0) -> Case:
     """Three pyramid levels of very different range feed one Conv-ReLU-Conv head (same initializers)."""
     g = GraphBuilder(seed)
     x = g.input("x", [1, 3, 16, 16])
-    g.weight("stem_w", (8, 3, 3, 3))
-    g.weight("stem_b", (8,), 0.1)
-    level = g.node("Relu", [g.conv(x, "stem_w", "stem_b")])
     g.weight("head_w1", (8, 8, 3, 3), 0.2)
     g.weight("head_b1", (8,), 0.5)
     g.weight("head_w2", (4, 8, 1, 1), 0.3)
     g.weight("head_b2", (4,), 0.5)
     for i, gain in enumerate((1.0, 8.0, 60.0)):
-        g.const(f"gain{i}", np.float32(gain))
-        g.weight(f"lvl_w{i}", (8, 8, 3, 3), 0.2)
-        level = g.node("Relu", [g.conv(level, f"lvl_w{i}", None, strides=[2, 2] if i else [1, 1])])
-        feat = g.node("Mul", [level, f"gain{i}"])
-        hidden = g.node("Relu", [g.conv(feat, "head_w1", "head_b1")])
+        g.weight(f"lvl_w{i}", (8, 3, 3, 3), 0.3 * gain)
+        level = g.node("Relu", [g.conv(x, f"lvl_w{i}", None, strides=[2 ** i] * 2)])
+        hidden = g.node("Relu", [g.conv(level, "head_w1", "head_b1")])
         g.output(g.conv(hidden, "head_w2", "head_b2", out=f"p{i}", k=1))
     return Case("shared_head", g.model(), *_split(_images(np.random.default_rng(seed), 12, (1, 3, 16, 16))))
 
@@ -198,7 +198,7 @@ def concat_add_ranges(seed: int = 6) -> Case:
     small = g.conv(x, g.weight("ws", (4, 4, 3, 3), 0.03), g.const("bs", np.full(4, 0.005)))
     g.output(g.node("Concat", [big, small], "cat", axis=1))
     g.output(g.node("Add", [big, small], "sum"))
-    g.output(g.conv(small, g.weight("wt", (2, 4, 1, 1)), None, out="small_tail", k=1))
+    g.output(g.node("Relu", [small], "small_relu"))   # the small branch keeps its own scale
     return Case("concat_add_ranges", g.model(), *_split(_images(np.random.default_rng(seed), 12, (1, 4, 8, 8))))
 
 
@@ -249,7 +249,8 @@ def tiny_ranges(seed: int = 10) -> Case:
     t = g.conv(t, g.weight("w3", (4, 8, 1, 1), 1e-4), None, out="y_tiny", k=1)
     g.output(t)
     g.output(g.node("Mul", [t, g.const("k", np.float32(1e-5))], "y_tinier"))
-    return Case("tiny_ranges", g.model(), *_split(_images(np.random.default_rng(seed), 12, (1, 4, 8, 8))))
+    return Case("tiny_ranges", g.model(), *_split(_images(np.random.default_rng(seed), 12, (1, 4, 8, 8))),
+                relative=True)
 
 
 def hybrid_shared_weight(seed: int = 11) -> Case:
@@ -340,7 +341,7 @@ def compare(case: Case, outputs: list[list[np.ndarray]]) -> list[tuple[str, bool
         worst = None
         for sample, got in zip(case.evaluation, outputs):
             reference = float_outputs(case.model, sample)[k]
-            passed, figures = verdict(got[k], reference)
+            passed, figures = verdict(got[k], reference, case.relative)
             if worst is None or not passed or figures["cosine"] < worst[1]["cosine"]:
                 if worst is None or worst[0]:
                     worst = (passed, figures)
