@@ -1,7 +1,8 @@
 """The quantization conformance corpus: every hazard builds and simulates close to float.
 
-int8 (rk3588 w8a8) for every case, int16 (rv1106 w16a16i) for every case, and hybrid (int8 with
-one layer moved to int16 through the step-1/step-2 cfg) where the case names such a layer.
+int8 (rk3588 w8a8), int16 (rv1106 w16a16i) and Toolkit 1 uint8 (rk1808) for every case, and
+hybrid (int8 with one layer moved to int16 through the step-1/step-2 cfg) where the case names
+such a layer.
 The vendor oracle (rknn-toolkit2 in another python, ``OPENRKNN_REFERENCE_PYTHON``) is marked slow.
 """
 from __future__ import annotations
@@ -13,7 +14,9 @@ from tests.quant.conformance import corpus, vendor
 
 pytest.importorskip("onnxruntime")
 
-RUNS = [(name, dtype) for name in corpus.CASES for dtype in ("w8a8", "w16a16i")] + \
+# dtype → platform; asymmetric_quantized-u8 (Toolkit 1) has asymmetric weights with zero points
+PLATFORMS = {"w8a8": "rk3588", "w16a16i": "rv1106", "asymmetric_quantized-u8": "rk1808", "hybrid": "rk3588"}
+RUNS = [(name, dtype) for name in corpus.CASES for dtype in ("w8a8", "w16a16i", "asymmetric_quantized-u8")] + \
        [(name, "hybrid") for name, make in corpus.CASES.items() if make().int16_layers]
 
 
@@ -26,8 +29,7 @@ def _failures(results) -> list[str]:
 def test_case_matches_float(tmp_path, name, dtype):
     case = corpus.CASES[name]()
     hybrid = dtype == "hybrid"
-    rknn = corpus.build(case, tmp_path, "w8a8" if hybrid else dtype, "rv1106" if dtype == "w16a16i" else "rk3588",
-                        hybrid=hybrid)
+    rknn = corpus.build(case, tmp_path, "w8a8" if hybrid else dtype, PLATFORMS[dtype], hybrid=hybrid)
     failures = _failures(corpus.compare(case, corpus.run(rknn, case)))
     assert not failures, f"{name} {dtype}: " + "; ".join(failures)
 
