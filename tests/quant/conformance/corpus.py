@@ -253,6 +253,26 @@ def tiny_ranges(seed: int = 10) -> Case:
                 relative=True)
 
 
+def matmul_gemm_bias(seed: int = 12) -> Case:
+    """The bias rule through the MatMul/Gemm lowering: Gemm and MatMul + Add rows whose weights
+    are ×1e-7 next to live rows, and a Gemm bias shared with a second Gemm of 50× larger input."""
+    g = GraphBuilder(seed)
+    x = g.input("x", [1, 4, 4, 4])
+    flat = g.node("Flatten", [x], "flat", axis=1)
+    weight = g.rng.normal(0, 0.2, (8, 64)).astype(np.float32)
+    weight[4:] *= 1e-7
+    g.const("gw", weight)
+    g.const("gb", [0.1, -0.3, 0.2, 0.0, -0.85, -0.38, 0.14, 1.51])
+    g.output(g.node("Gemm", [flat, "gw", "gb"], "gemm_y", transB=1))
+    mw = g.rng.normal(0, 0.2, (64, 8)).astype(np.float32)
+    mw[:, :4] *= 1e-7
+    g.const("mw", mw)
+    g.output(g.node("Add", [g.node("MatMul", [flat, "mw"]), "gb"], "matmul_y"))
+    big = g.node("Mul", [flat, g.const("fifty", np.float32(50.0))])
+    g.output(g.node("Gemm", [big, g.weight("gw2", (8, 64), 0.2), "gb"], "gemm_big", transB=1))
+    return Case("matmul_gemm_bias", g.model(), *_split(_images(np.random.default_rng(seed), 12, (1, 4, 4, 4))))
+
+
 def hybrid_shared_weight(seed: int = 11) -> Case:
     """One weight read by an int8 layer and by a layer the hybrid cfg moves to int16."""
     g = GraphBuilder(seed)
@@ -268,7 +288,8 @@ def hybrid_shared_weight(seed: int = 11) -> Case:
 
 CASES: dict[str, Callable[[], Case]] = {f.__name__: f for f in (
     shared_head, identity_aliases, merged_zero_biases, dead_output_channels, dead_input, constant_output,
-    concat_add_ranges, huge_bias, negative_only, split_slice_chain, tiny_ranges, hybrid_shared_weight)}
+    concat_add_ranges, huge_bias, negative_only, split_slice_chain, tiny_ranges, matmul_gemm_bias,
+    hybrid_shared_weight)}
 
 
 # ---------------------------------------------------------------------------------------------- harness
