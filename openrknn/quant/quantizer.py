@@ -281,7 +281,7 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
             q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype,
                                         settings.method, settings.group_size, algorithm)
         if integer_bias and name in bias_of and name not in int16_weights and name not in overrides.params:
-            params, count = _bias_safe(params, inits, *bias_of[name], act_params, spec, int16_weights)
+            params, count = _bias_safe(params, inits, *bias_of[name], act_params, spec)
             if count:
                 q = numerics.quantize(array, params)
                 widened.append(f"{layer_of.get(name, name)} ({count} of {params.scale.size} channels)"
@@ -316,7 +316,7 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
 
 
 def _bias_safe(params: QuantParams, inits: dict, bias: str, x: str, act_params: dict[str, QuantParams],
-               spec: DtypeSpec, int16_weights: set[str]) -> tuple[QuantParams, int]:
+               spec: DtypeSpec) -> tuple[QuantParams, int]:
     """``weights.bias_safe`` for the layer reading ``x`` with ``bias`` (the input scale the int32 bias uses)."""
     if x not in act_params or bias not in inits:
         return params, 0

@@ -69,9 +69,10 @@ def bias_safe(params: QuantParams, bias: np.ndarray, input_scale: float) -> tupl
     The int32 bias is in units of ``s_x·s_w[c]``. Where ``|b_c| / (s_x·s_w[c])`` would exceed
     :data:`BIAS_LIMIT`, channel ``c``'s weight range is widened until it fits (the rule of
     onnxruntime's static quantizer): the bias then stays exact to one accumulator unit and only
-    that channel's weights lose precision (they are then below ``|b_c|/2^30`` in units of ``s_x``:
-    too small to change the output by one step). Returns the parameters and the number of
-    channels widened (0: unchanged). Grouped (w4a16) weights are returned as they are.
+    that channel's weights lose precision — each moves by at most ``s_w[c]/2``, the channel's
+    output by at most ``K·|b_c|·(q_max − q_min)/2^31`` for ``K`` inputs per output. Returns the
+    parameters and the number of channels widened (0: unchanged). Grouped (w4a16) weights are
+    returned as they are.
     """
     if params.group_size:
         return params, 0
