@@ -40,6 +40,70 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
+# Layers whose constant inputs get integer parameters of their own (weights, int32 bias).
+_PARAMETERISED = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+
+def unshare_parameters(model: onnx.ModelProto) -> int:
+    """Give every weighted layer its own copy of each constant it reads (in place); returns the copies.
+
+    Quantization parameters belong to a (tensor, consumer) pair: an int32 bias is in units of the
+    reader's ``s_x·s_w``, and bias correction or folding adds a per-layer term to it. A detection
+    head applied to every pyramid level, or equal biases that the exporter merged into one
+    initializer (read directly or through ``Identity`` aliases), would otherwise hand every reader
+    but one parameters made for another input. After this rewrite each constant input of a
+    Conv/ConvTranspose/Gemm/MatMul has exactly one reader, so everything keyed by a tensor name
+    (``quant_params``, the hybrid cfg, the .rknn header, the TFLite export) is keyed per consumer.
+    The first reader keeps the original name; the others read ``{name}__{their output}``.
+    Shared weights quantize to the same scales (same values), unless a reader's bias needs more.
+    """
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    outputs = {o.name for o in graph.output}
+    aliases = {n.output[0]: n.input[0] for n in graph.node
+               if n.op_type == "Identity" and n.domain in ("", "ai.onnx") and n.input and n.input[0] in inits
+               and n.output[0] not in outputs}
+    readers: dict[str, int] = {}
+    others: set[str] = set()   # constants also read by a layer that keeps them float
+    for node in graph.node:
+        parameterised = node.op_type in _PARAMETERISED and node.domain in ("", "ai.onnx")
+        for name in node.input:
+            name = aliases.get(name, name)
+            readers[name] = readers.get(name, 0) + 1
+            if not parameterised:
+                others.add(name)
+    seen: set[str] = set()
+    copies = 0
+    for node in graph.node:
+        if node.op_type not in _PARAMETERISED or node.domain not in ("", "ai.onnx"):
+            continue
+        for index, name in enumerate(node.input):
+            source = aliases.get(name, name)
+            if source not in inits:
+                continue
+            if readers[source] == 1 or (source not in seen and source not in others):   # the first keeps the name
+                seen.add(source)
+                node.input[index] = source
+                continue
+            copy_name = f"{source}__{node.output[0]}"
+            while copy_name in inits:
+                copy_name += "_"
+            copy = onnx.TensorProto()
+            copy.CopyFrom(inits[source])
+            copy.name = copy_name
+            graph.initializer.append(copy)
+            inits[copy_name] = graph.initializer[-1]
+            node.input[index] = copy_name
+            copies += 1
+    if aliases:   # Identity nodes of constants nobody reads any more
+        still_read = {name for node in graph.node for name in node.input}
+        keep = [n for n in graph.node if not (n.op_type == "Identity" and n.output[0] in aliases
+                                              and n.output[0] not in still_read)]
+        del graph.node[:]
+        graph.node.extend(keep)
+    return copies
+
+
 def fold_batchnorm(model: onnx.ModelProto) -> int:
     """Fold ``Conv → BatchNormalization`` pairs (constant parameters, single use); returns the count."""
     graph = model.graph

@@ -26,6 +26,17 @@ RANGES: dict[str, tuple[int, int]] = {
 }
 NUMPY_TYPES: dict[str, type] = {"int4": np.int8, "int8": np.int8, "uint8": np.uint8, "int16": np.int16}
 _TINY = np.float32(1e-12)
+# Scale floors. A range of width 0 (a dead tensor, a constant 0) gets ``DEAD_SCALE``: any scale
+# represents 0 exactly. Any other range, however small (outputs of 1e-14 with PyTorch's default
+# init), gets the scale it needs, down to ``MIN_SCALE``; with weight scales ≥ 1e-12 the
+# accumulator scale ``s_x·s_w`` stays a normal float32 (≥ 2^-120).
+DEAD_SCALE = 1e-12
+MIN_SCALE = 2.0 ** -80
+
+
+def _scale_floor(raw: np.ndarray) -> np.ndarray:
+    raw = np.asarray(raw, np.float64)
+    return np.where(raw > 0, np.maximum(raw, MIN_SCALE), DEAD_SCALE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +117,7 @@ def asymmetric(lo: np.ndarray, hi: np.ndarray, dtype: str) -> tuple[np.ndarray, 
     qmin, qmax = qrange(dtype)
     lo = np.minimum(np.asarray(lo, np.float64), 0.0)
     hi = np.maximum(np.asarray(hi, np.float64), 0.0)
-    scale = np.maximum((hi - lo) / (qmax - qmin), 1e-12).astype(np.float32)
+    scale = _scale_floor((hi - lo) / (qmax - qmin)).astype(np.float32)
     zero = np.clip(qmin - np.rint(lo / scale), qmin, qmax).astype(np.int64)
     return np.atleast_1d(scale), np.atleast_1d(zero)
 
@@ -114,14 +125,15 @@ def asymmetric(lo: np.ndarray, hi: np.ndarray, dtype: str) -> tuple[np.ndarray, 
 def symmetric(absmax: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """``s = max|r| / (2^(b−1) − 1)``, ``z = 0`` (narrow range, -128 unused for int8)."""
     _, qmax = qrange(dtype, "symmetric_quantized")
-    scale = np.maximum(np.asarray(absmax, np.float64) / qmax, 1e-12).astype(np.float32)
+    scale = _scale_floor(np.asarray(absmax, np.float64) / qmax).astype(np.float32)
     return np.atleast_1d(scale), np.zeros(np.atleast_1d(scale).shape, np.int64)
 
 
 def dynamic_fixed_point(absmax: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """Power-of-two scale ``s = 2^-fl`` with the largest ``fl`` such that ``max|r|·2^fl ≤ 2^(b−1) − 1``."""
     _, qmax = qrange(dtype, "dynamic_fixed_point")
-    absmax = np.maximum(np.asarray(absmax, np.float64), 1e-12)
+    absmax = np.asarray(absmax, np.float64)
+    absmax = np.where(absmax > 0, absmax, DEAD_SCALE)
     fl = np.floor(np.log2(qmax / absmax))
     fl = np.clip(fl, -64, 64)
     scale = np.exp2(-fl).astype(np.float32)
@@ -175,7 +187,12 @@ def _group_expand(values: np.ndarray, shape: tuple[int, ...], params: QuantParam
 def requant_multiplier(s_x: np.ndarray, s_w: np.ndarray, s_y: float) -> np.ndarray:
     """``M = float32(float32(s_x·s_w) / s_y)``, one per output channel."""
     acc_scale = (np.float32(s_x) * np.asarray(s_w, np.float32)).astype(np.float32)
-    return (acc_scale / np.float32(s_y)).astype(np.float32)
+    m = (acc_scale / np.float32(s_y)).astype(np.float32)
+    tiny = acc_scale < np.finfo(np.float32).tiny   # a subnormal product: keep its bits in float64
+    if np.any(tiny):
+        exact = (np.float64(s_x) * np.asarray(s_w, np.float64) / np.float64(s_y)).astype(np.float32)
+        m = np.where(tiny, exact, m).astype(np.float32)
+    return m
 
 
 def requantize(acc: np.ndarray, multiplier: np.ndarray, zero_point: int, dtype: str,
@@ -190,5 +207,7 @@ def requantize(acc: np.ndarray, multiplier: np.ndarray, zero_point: int, dtype: 
 def quantize_bias(bias: np.ndarray, s_x: float, s_w: np.ndarray) -> np.ndarray:
     """Bias as int32 with scale ``s_x·s_w`` and zero point 0 (saturated to int32)."""
     acc_scale = (np.float32(s_x) * np.asarray(s_w, np.float32)).astype(np.float32)
+    acc_scale = np.where(acc_scale < np.finfo(np.float32).tiny, np.float64(s_x) * np.asarray(s_w, np.float64),
+                         acc_scale)
     q = np.rint(np.asarray(bias, np.float64) / acc_scale)
     return np.clip(q, -2**31, 2**31 - 1).astype(np.int32)

@@ -24,11 +24,12 @@ from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.quant import annotate, numerics
 from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import CalibrationCache, collect_stats
-from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm
+from openrknn.quant.fold import (constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm,
+                                 unshare_parameters)
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.settings import DTYPES, DtypeSpec, QuantSettings
-from openrknn.quant.weights import narrowed, params_from_range, quantize_bias, quantize_weight
+from openrknn.quant.weights import bias_safe, narrowed, params_from_range, quantize_bias, quantize_weight
 
 
 def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
@@ -81,8 +82,9 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     stats: dict = {}
     sixteen, wide = _int16_plan(graph, plan, overrides, settings)
     if spec.act_dtype is not None:
-        unstored = _float_outputs(graph) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
-        tensors = sorted(_needs_params(graph, plan, inits) - unstored)
+        # every candidate is observed first: a tail too small for float16 stays integer (_float_outputs)
+        tensors = sorted(_needs_params(graph, plan, inits) - _internal_tensors(graph)
+                         - annotate.unstored_fused_outputs(graph))
         if cache is None:
             stats = collect_stats(graph, tensors, used, algorithm.needs_histogram, custom_ops)
         else:
@@ -90,6 +92,9 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
             if missing:
                 cache.stats.update(collect_stats(graph, missing, used, algorithm.needs_histogram, custom_ops))
             stats = {t: cache.stats[t] for t in tensors}
+        below_fp16 = {t for t, st in stats.items() if st.seen and max(abs(st.min), abs(st.max)) < FLOAT16_NORMAL_MIN}
+        unstored = _float_outputs(graph, below_fp16) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
+        stats = {t: st for t, st in stats.items() if t not in unstored}
         keep_range = _unclipped(graph)
         for name, st in stats.items():
             if st.seen:
@@ -136,7 +141,11 @@ def _unclipped(graph: onnx.ModelProto) -> set[str]:
     return names
 
 
-def _float_outputs(graph: onnx.ModelProto) -> set[str]:
+# Smallest normal float16 (2^-14): below it float16 keeps fewer bits than an int8 tensor would.
+FLOAT16_NORMAL_MIN = 2.0 ** -14
+
+
+def _float_outputs(graph: onnx.ModelProto, keep_integer: set[str] = frozenset()) -> set[str]:
     """Tensors left in float16 because only float16 layers (or the user) read them.
 
     An integer Conv/MatMul read only by float layers writes float16 (``s_x·s_w·acc + b``) instead
@@ -144,6 +153,8 @@ def _float_outputs(graph: onnx.ModelProto) -> set[str]:
     Reshape, Slice, Transpose, ...) in that position becomes a float16 layer, which can in turn
     free its producer — repeated until nothing changes, so the tail of a network after its last
     integer layer (logits → Softmax, a Conv → Slice → Pow spectrum) stays in float16.
+    Tensors in ``keep_integer`` (calibrated magnitudes below float16's normal range: outputs of
+    1e-9 … 1e-14 would underflow to 0) stay integer, with the scale their range needs.
     """
     outputs = {o.name for o in graph.graph.output}
     float_readers = (annotate.FLOAT, annotate.OTHER, annotate.INTERNAL)
@@ -170,6 +181,8 @@ def _float_outputs(graph: onnx.ModelProto) -> set[str]:
             if kind not in annotate.WEIGHTED_KINDS | {annotate.QMATMUL2, annotate.QFLOAT, annotate.PASS}:
                 continue
             outs = [o for o in node.output if o]
+            if any(o in keep_integer for o in outs):
+                continue
             if not all(all(k in float_readers for k in readers.get(o, [])) for o in outs):
                 continue
             if kind in (annotate.QFLOAT, annotate.PASS):
@@ -199,6 +212,7 @@ def _prepare(source: onnx.ModelProto) -> onnx.ModelProto:
     graph = onnx.ModelProto()
     graph.CopyFrom(source)
     constants_to_initializers(graph)
+    unshare_parameters(graph)
     fold_batchnorm(graph)
     fold_affine(graph)
     del graph.graph.value_info[:]
@@ -253,6 +267,10 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
     inits = {i.name: i for i in graph.graph.initializer}
     weight_params: dict[str, QuantParams] = {}
     errors: dict[str, np.ndarray] = {}
+    integer_bias = spec.act_dtype in ("int8", "uint8")   # 16-bit and weight-only layers add their bias in float
+    bias_of = {weight: (bias, x) for bias, (x, weight) in plan.biases.items()}
+    layer_of = {n.input[1]: n.name or n.output[0] for n in graph.graph.node if len(n.input) > 1}
+    widened: list[str] = []
     for name, (axis, group_axis) in plan.weights.items():
         array = numpy_helper.to_array(inits[name]).astype(np.float32)
         if name in int16_weights:   # a hybrid int16 layer: 16-bit weights, one scale per output channel
@@ -262,6 +280,12 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
         else:
             q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype,
                                         settings.method, settings.group_size, algorithm)
+        if integer_bias and name in bias_of and name not in int16_weights and name not in overrides.params:
+            params, count = _bias_safe(params, inits, *bias_of[name], act_params, spec)
+            if count:
+                q = numerics.quantize(array, params)
+                widened.append(f"{layer_of.get(name, name)} ({count} of {params.scale.size} channels)"
+                               if params.scale.size > 1 else f"{layer_of.get(name, name)} (per layer)")
         if name in overrides.params:   # hybrid config: the user's parameters for this weight
             params = overrides.weight_params(name, params)
             q = numerics.quantize(array, params)
@@ -271,6 +295,10 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
         weight_params[name] = params
         quant_params[name] = params.to_dict()
         errors[name] = array - numerics.dequantize(q, params)
+    if widened:
+        log.warning(f"quantize: {len(widened)} layer(s) have a bias too large for int32 in units of s_x*s_w; "
+                    f"their weight scale was raised on those channels so the bias stays exact: "
+                    f"{', '.join(widened[:8])}{' ...' if len(widened) > 8 else ''}")
     _correct_biases(graph, plan, errors, stats)
     inits = {i.name: i for i in graph.graph.initializer}
     if spec.act_dtype not in ("int8", "uint8"):
@@ -285,6 +313,17 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
                                   weight_params[weight])
         inits[name].CopyFrom(numpy_helper.from_array(q, name))
         quant_params[name] = record
+
+
+def _bias_safe(params: QuantParams, inits: dict, bias: str, x: str, act_params: dict[str, QuantParams],
+               spec: DtypeSpec) -> tuple[QuantParams, int]:
+    """``weights.bias_safe`` for the layer reading ``x`` with ``bias`` (the input scale the int32 bias uses)."""
+    if x not in act_params or bias not in inits:
+        return params, 0
+    x_params = act_params[x]
+    if x_params.dtype == "int16":   # an 8-bit layer reading a 16-bit tensor: its narrowed scale
+        x_params = narrowed(x_params, spec.act_dtype, spec.act_qtype)
+    return bias_safe(params, numpy_helper.to_array(inits[bias]), float(x_params.scale.ravel()[0]))
 
 
 def _correct_biases(graph: onnx.ModelProto, plan: annotate.Plan, errors: dict[str, np.ndarray], stats: dict) -> None:

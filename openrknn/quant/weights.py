@@ -58,6 +58,57 @@ def quantize_weight(array: np.ndarray, axis: int, group_axis: int, dtype: str, q
     return numerics.quantize(array, params), params
 
 
+# Largest |int32 bias| allowed: half the int32 range, so the products the layer adds to it (and bias
+# correction, applied after the weights are quantized) cannot carry the sum past 2^31.
+BIAS_LIMIT = 2.0 ** 30
+
+
+def bias_safe(params: QuantParams, bias: np.ndarray, input_scale: float) -> tuple[QuantParams, int]:
+    """Weight parameters whose scale is large enough for ``bias / (s_x·s_w)`` to fit in int32.
+
+    The int32 bias is in units of ``s_x·s_w[c]``. Where ``|b_c| / (s_x·s_w[c])`` would exceed
+    :data:`BIAS_LIMIT`, channel ``c``'s weight range is widened until it fits (the rule of
+    onnxruntime's static quantizer): the bias then stays exact to one accumulator unit and only
+    that channel's weights lose precision — each moves by at most ``s_w[c]/2``, the channel's
+    output by at most ``K·|b_c|·(q_max − q_min)/2^31`` for ``K`` inputs per output. Returns the
+    parameters and the number of channels widened (0: unchanged). Grouped (w4a16) weights are
+    returned as they are.
+    """
+    if params.group_size:
+        return params, 0
+    need = np.abs(np.asarray(bias, np.float64).ravel()) / (float(input_scale) * BIAS_LIMIT)
+    scale = params.scale.astype(np.float64).ravel()
+    if scale.size == 1:
+        need = np.array([need.max(initial=0.0)])
+    elif need.size != scale.size:
+        return params, 0
+    raise_ = need > scale
+    if not raise_.any():
+        return params, 0
+    need = need * (1 + 2.0 ** -16)   # float32 rounding of the new scale stays above the need
+    lo = np.resize(params.range_min.astype(np.float64), scale.size)
+    hi = np.resize(params.range_max.astype(np.float64), scale.size)
+    lo_q, hi_q = params.qmin, params.qmax
+    if params.qtype == "asymmetric_quantized":
+        span = np.maximum(hi, 0) - np.minimum(lo, 0)
+        target = need * (hi_q - lo_q)
+        grow = np.where(span > 0, target / np.where(span > 0, span, 1), 0)
+        new_lo = np.where(span > 0, np.minimum(lo, 0) * grow, -target / 2)
+        new_hi = np.where(span > 0, np.maximum(hi, 0) * grow, target / 2)
+    else:   # symmetric and dynamic fixed point: max|w| sets the scale
+        absmax = need * hi_q
+        new_lo, new_hi = -absmax, absmax
+    lo = np.where(raise_, new_lo, lo)
+    hi = np.where(raise_, new_hi, hi)
+    fresh = params_from_range(lo, hi, params.dtype, params.qtype)
+    shape = params.scale.shape   # the untouched channels keep their parameters bit for bit
+    widened = QuantParams(dtype=params.dtype, qtype=params.qtype, axis=params.axis,
+                          scale=np.where(raise_, fresh.scale, params.scale.ravel()).astype(np.float32).reshape(shape),
+                          zero_point=np.where(raise_, fresh.zero_point, params.zero_point.ravel()).reshape(shape),
+                          range_min=lo.astype(np.float32), range_max=hi.astype(np.float32))
+    return widened, int(raise_.sum())
+
+
 def _group_rows(array: np.ndarray, axis: int, group_size: int) -> tuple[np.ndarray, int]:
     matrix = np.moveaxis(array, axis, 0).astype(np.float64)   # [channels, K]
     k = matrix.shape[1]

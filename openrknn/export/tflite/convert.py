@@ -217,6 +217,9 @@ class Exporter:
         if y not in self.params:
             if y in group.internal and all(o in self.params for o in group.outputs):
                 lo, hi = intermediate_range(self, group, y)
+                if lo == hi == 0.0:   # no input range moves the output by a step (a tiny output scale)
+                    self._node(node, group, force_float=True)
+                    return None
                 scale, zero = asymmetric(np.array([lo], np.float32), np.array([hi], np.float32), "int8")
                 self.params[y] = QuantParams("int8", scale.astype(np.float32), zero.astype(np.int64))
             else:   # read by float layers only: a float op on dequantized weights

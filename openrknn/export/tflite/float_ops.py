@@ -290,7 +290,7 @@ def power(ex, node: onnx.NodeProto) -> None:
 def slice_(ex, node: onnx.NodeProto) -> None:
     """Slice with constant starts/ends/axes/steps as STRIDED_SLICE over the stored axes."""
     x, y = node.input[0], node.output[0]
-    consts = [ex.inits.get(i) if i else None for i in node.input[1:5]]
+    consts = ([ex.inits.get(i) if i else None for i in node.input[1:5]] + [None] * 4)[:4]   # axes/steps optional
     if any(c is None for c, i in zip(consts, node.input[1:5]) if i) or consts[0] is None or consts[1] is None:
         raise NotSupportedError(f"Slice '{node.name or y}' with computed bounds is not exported")
     shape, rank = ex.shapes[x], ex.rank(x)

@@ -65,7 +65,7 @@ class MMSE(CalibrationAlgorithm):
         best = np.ones(rows.shape[0])
         for ratio in WEIGHT_RATIOS:
             l, h = np.minimum(lo * ratio, 0.0), np.maximum(hi * ratio, 0.0)
-            step = np.maximum((h - l) / levels, 1e-12)[:, None]
+            step = np.maximum((h - l) / levels, 1e-30)[:, None]
             zero = np.rint(-l[:, None] / step)
             q = np.clip(np.rint(rows / step) + zero, 0, levels)
             err = ((rows - (q - zero) * step) ** 2).sum(axis=1)
