@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from openrknn import __version__, log
+from openrknn.errors import missing_extra_from
 
 
 def _floats(text: str | None) -> list[list[float]] | None:
@@ -161,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:   # output piped into e.g. `head`
         return 0
+    except ImportError as e:   # an optional module: name the extra that brings it
+        missing = missing_extra_from(e, f"{args.command}: this step")
+        log.error(str(missing) if missing else f"{args.command}: {e}")
+        return 1
     except Exception as e:  # one E line, exit code 1
         log.error(f"{args.command}: {e}")
         return 1

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from openrknn import log
+from openrknn.errors import missing_extra_from
 
 _PREFIX = {logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E", logging.CRITICAL: "E"}
 
@@ -90,7 +91,8 @@ class JobRunner:
                     ok = work(job)
                 job.state = "done" if ok and not errors_in(job.lines) else "failed"
             except Exception as e:  # noqa: BLE001 - shown on the page instead of killing the thread
-                job.lines.append(f"E {title}: internal error: {type(e).__name__}: {e}")
+                missing = missing_extra_from(e, f"{title}: this step") if isinstance(e, ImportError) else None
+                job.lines.append(f"E {missing}" if missing else f"E {title}: internal error: {type(e).__name__}: {e}")
                 log.debug(traceback.format_exc())
                 job.state = "failed"
             finally:
