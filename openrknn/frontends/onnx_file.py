@@ -208,6 +208,7 @@ def _fix_dynamic_dims(proto: onnx.ModelProto) -> None:
                 continue
             shape = [x.dim_value if x.HasField("dim_value") else (x.dim_param or "?") for x in dims]
             raise ModelLoadError(f"input '{value.name}' has a dynamic shape {shape}; give its size with "
-                                 "load_onnx(..., inputs=[...], input_size_list=[[...]]) (or use config dynamic_input)")
+                                 "load_onnx(..., inputs=[...], input_size_list=[[...]]) (or use config dynamic_input); "
+                                 "on the command line: --input-size-list 1,3,640,640 ('#' between inputs)")
     if changed:
         del proto.graph.value_info[:]

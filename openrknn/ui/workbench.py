@@ -315,7 +315,7 @@ class Workbench:
 
         def work(job: Job) -> bool:
             try:
-                data = read_input(image, model.inputs[0])
+                data = read_input(image, model.inputs[0], resize=True, caller="inference")
             except Exception as e:  # noqa: BLE001 - any unreadable input is shown next to the field
                 log.error(f"inference: cannot read '{os.path.basename(image)}': {e}")
                 self.errors["inference"] = {"image": " ".join(errors_in(job.lines))}
