@@ -18,6 +18,7 @@ from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph import dynamic_shapes
 from openrknn.graph import npu_layers
+from openrknn.graph.layer_index import count_layers
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.yuv import embed_yuv_inputs
 from openrknn.model_file.graph_checks import check_empty_inputs
@@ -83,7 +84,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     _record_build_options(model, cfg)
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops, cache)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
-             f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
+             f"({count_layers(model.graph.graph)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
 
 

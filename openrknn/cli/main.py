@@ -71,7 +71,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from openrknn.cli.info import describe_model
     from openrknn.errors import RKNNError
     try:
-        print(describe_model(args.model))
+        print(describe_model(args.model, params=args.params))
     except RKNNError as e:
         log.error(f"info: {e}")
         return 1
@@ -157,6 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_convert)
     p = sub.add_parser("info", help="describe an .rknn file")
     p.add_argument("model")
+    p.add_argument("--params", "--verbose", dest="params", action="store_true",
+                   help="list every tensor's quantization parameters (default: a one-line summary)")
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("run", help="run an .rknn file (simulator; librknnrt for Rockchip-compiled ones)")
     p.add_argument("model")

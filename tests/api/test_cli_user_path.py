@@ -93,3 +93,22 @@ def test_run_refuses_another_image_size_unless_resize(tmp_path, capsys):
     rknn = RKNN()
     assert rknn.load_rknn(str(out)) == 0 and rknn.init_runtime() == 0
     assert rknn.inference(inputs=[np.asarray(Image.open(big))[None]]) is None
+
+
+def test_info_summarises_quantization_unless_params(conv_model, tmp_path, capsys):
+    images = tmp_path / "calib"
+    images.mkdir()
+    lines = [str(_image(images / f"{i}.png", 16, 16)) for i in range(3)]
+    (tmp_path / "dataset.txt").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "q.rknn"
+    assert main(["convert", str(conv_model), "--dataset", str(tmp_path / "dataset.txt"), "-o", str(out)]) == 0
+    build_line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("I build: done"))
+    assert main(["info", str(out)]) == 0
+    summary = capsys.readouterr().out
+    assert main(["info", str(out), "--params"]) == 0
+    full = capsys.readouterr().out
+    assert "quantization parameters:" in summary and "--params lists them all" in summary
+    assert "zero_point=" not in summary and "zero_point=" in full
+    assert len(full.splitlines()) > len(summary.splitlines()) + 5
+    layers = int(summary.split("layers: ")[1].split()[0])
+    assert f"({layers} layers," in build_line      # build and info count the same layers
