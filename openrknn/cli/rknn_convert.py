@@ -83,7 +83,7 @@ def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: 
     print(text)
     spec = (yaml.safe_load(text) or {}).get("models")
     if not isinstance(spec, dict):
-        raise ConfigError(f"{config_path}: the yml needs a top-level 'models:' mapping (seed 002 table 3-1)")
+        raise ConfigError(f"{config_path}: the yml needs a top-level 'models:' mapping; see docs/command-line.md")
     config_dir = os.path.dirname(os.path.abspath(config_path))
     print(f"convert_model:\n  config_path={config_path}\n  config_dir={config_dir}\n  out_path={output_dir}\n"
           f"  target_platform={platform}")

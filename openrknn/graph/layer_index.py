@@ -14,18 +14,26 @@ from openrknn.graph import npu_layers
 
 def npu_layer_names(graph: onnx.GraphProto) -> list[str]:
     """The layers in graph order, each by its name (the tensor it stores; unmarked nodes are layers of one)."""
-    return [_stored_tensor(group) for group in npu_layers.layer_groups(graph)]
+    return [name for name, _ in npu_layer_table(graph)]
+
+
+def npu_layer_table(graph: onnx.GraphProto) -> list[tuple[str, str]]:
+    """``(layer name, op type of its main node)`` for every layer, in graph order."""
+    return [(_stored_tensor(group), group.main.op_type) for group in npu_layers.layer_groups(graph)
+            if group.main.op_type != "Constant"]
 
 
 def count_layers(graph: onnx.GraphProto) -> int:
     """The number of NPU layers of ``graph``."""
-    return len(npu_layers.layer_groups(graph))
+    return len(npu_layer_table(graph))
 
 
 def layer_of_tensor(graph: onnx.GraphProto) -> dict[str, str]:
     """Every tensor a node computes → the name of the layer computing it."""
     owner: dict[str, str] = {}
     for group in npu_layers.layer_groups(graph):
+        if group.main.op_type == "Constant":
+            continue
         name = _stored_tensor(group)
         for node in group.nodes:
             for output in node.output:
@@ -35,5 +43,21 @@ def layer_of_tensor(graph: onnx.GraphProto) -> dict[str, str]:
 
 
 def _stored_tensor(group: npu_layers.LayerGroup) -> str:
-    stored = [o for o in group.outputs if o not in group.internal]
-    return stored[0] if stored else group.name
+    """The layer's last stored tensor (what the hybrid cfg and the accuracy analysis call it)."""
+    return group.outputs[-1] if group.outputs else group.name
+
+
+def layer_of_node(graph: onnx.GraphProto) -> dict[str, str]:
+    """Every named node → the name of its layer (hybrid settings keep node names; pages show layer names)."""
+    owner: dict[str, str] = {}
+    for group in npu_layers.layer_groups(graph):
+        for node in group.nodes:
+            if node.name:
+                owner[node.name] = _stored_tensor(group)
+    return owner
+
+
+def node_of_layer(graph: onnx.GraphProto) -> dict[str, str]:
+    """Every layer name → the name of the node storing its tensor (what hybrid settings take)."""
+    producer = {o: n.name for n in graph.node for o in n.output if o and n.name}
+    return {name: producer[name] for name, _ in npu_layer_table(graph) if name in producer}
