@@ -340,7 +340,7 @@ class RKNN(RuntimeInfo):
         return report.to_dict()
 
     @api_call
-    def accuracy_analysis(self, inputs: Any, output_dir: str = "./snapshot", target: str | None = None,
+    def accuracy_analysis(self, inputs: Any, output_dir: str | None = "./snapshot", target: str | None = None,
                           device_id: str | None = None, calc_qnt_error: bool = True) -> int:
         """Per-layer accuracy of the built model against the float model."""
         if self._loaded_from_rknn:
@@ -357,7 +357,8 @@ class RKNN(RuntimeInfo):
             from openrknn.runtime import remote_report
             runtime = remote.open_runtime(board, model, {"target": target})
             try:
-                remote_report.accuracy_on_board(runtime, model, result, result.golden, output_dir)
+                from openrknn.analysis import DEFAULT_SNAPSHOT_DIR
+                remote_report.accuracy_on_board(runtime, model, result, result.golden, output_dir or DEFAULT_SNAPSHOT_DIR)
             finally:
                 runtime.close()
         return 0

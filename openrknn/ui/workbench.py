@@ -247,7 +247,7 @@ class Workbench:
         out = {}
         stem = os.path.splitext(files.get(tensor, "\0"))[0]   # map names the vendor's .txt; read the npy copy
         for label, sub in (("float (golden)", "golden"), ("simulator", "simulator")):
-            path = os.path.join(self.analysis_dir, sub, "npy", f"{stem}_float.npy")
+            path = os.path.join(self.analysis_dir, sub, "npy", f"{stem}.npy")
             if tensor in files and os.path.isfile(path):
                 out[label] = np.load(path).ravel()
         return out
