@@ -100,6 +100,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 1
     for spec, out in zip(output_specs, outputs):
         print(f"{spec.name}: shape {list(out.shape)} min {out.min():.6g} max {out.max():.6g} mean {out.mean():.6g}")
+        bad = int(out.size - np.count_nonzero(np.isfinite(out)))
+        if bad:
+            log.warning(f"run: output '{spec.name}' has {bad} NaN/inf value(s): float16 overflowed inside the model; "
+                        "does it expect normalised inputs (convert with --mean/--std)?")
         if out.ndim <= 2 and out.size >= 5:
             print_top5(out)
     return 0

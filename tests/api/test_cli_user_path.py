@@ -112,3 +112,15 @@ def test_info_summarises_quantization_unless_params(conv_model, tmp_path, capsys
     assert len(full.splitlines()) > len(summary.splitlines()) + 5
     layers = int(summary.split("layers: ")[1].split()[0])
     assert f"({layers} layers," in build_line      # build and info count the same layers
+
+
+def test_run_warns_when_outputs_overflow(tmp_path, capsys):
+    """A model fed raw pixels where it expects normalised ones overflows float16: say so, not just 'nan'."""
+    weight = numpy_helper.from_array(np.full((1, 3, 1, 1), 3000.0, np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Mul", ["c", "c"], ["y"])]
+    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 4, 4])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "big.onnx")
+    assert main(["convert", str(tmp_path / "big.onnx"), "-o", str(tmp_path / "big.rknn")]) == 0
+    assert main(["run", str(tmp_path / "big.rknn"), "--input", str(_image(tmp_path / "x.png", 4, 4))]) == 0
+    assert "float16 overflowed" in _lines(capsys, "W ")
