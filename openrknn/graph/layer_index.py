@@ -10,6 +10,7 @@ from __future__ import annotations
 import onnx
 
 from openrknn.graph import npu_layers
+from openrknn.graph.preprocess import PREPROCESS_KEY
 
 
 def npu_layer_names(graph: onnx.GraphProto) -> list[str]:
@@ -18,9 +19,19 @@ def npu_layer_names(graph: onnx.GraphProto) -> list[str]:
 
 
 def npu_layer_table(graph: onnx.GraphProto) -> list[tuple[str, str]]:
-    """``(layer name, op type of its main node)`` for every layer, in graph order."""
+    """``(layer name, op type of its main node)`` for every layer, in graph order.
+
+    Not layers: Constant nodes, and the mean/std steps ``build`` adds — the NPU's input stage does them
+    (rknn-toolkit2's ``InputOperator`` row), as the performance table counts them.
+    """
     return [(_stored_tensor(group), group.main.op_type) for group in npu_layers.layer_groups(graph)
-            if group.main.op_type != "Constant"]
+            if _is_layer(group)]
+
+
+def _is_layer(group: npu_layers.LayerGroup) -> bool:
+    if group.main.op_type == "Constant":
+        return False
+    return not all(any(p.key == PREPROCESS_KEY for p in node.metadata_props) for node in group.nodes)
 
 
 def count_layers(graph: onnx.GraphProto) -> int:
@@ -32,7 +43,7 @@ def layer_of_tensor(graph: onnx.GraphProto) -> dict[str, str]:
     """Every tensor a node computes → the name of the layer computing it."""
     owner: dict[str, str] = {}
     for group in npu_layers.layer_groups(graph):
-        if group.main.op_type == "Constant":
+        if not _is_layer(group):
             continue
         name = _stored_tensor(group)
         for node in group.nodes:

@@ -57,8 +57,10 @@ def load_dataset(path: str, input_specs: Sequence[TensorSpec],
     if resized:
         file, (w, h), (iw, ih) = resized[0]
         others = f" and {len(resized) - 1} more" if len(resized) > 1 else ""
+        shown = os.path.relpath(file, base)
+        shown = file if shown.startswith("..") else shown
         log.warning(f"dataset: {len(resized)} of {len(samples) * len(input_specs)} image(s) resized to the model "
-                    f"input (e.g. '{os.path.relpath(file, base)}' {w}x{h} to {iw}x{ih}{others})")
+                    f"input (e.g. '{shown}' {w}x{h} to {iw}x{ih}{others})")
     return samples
 
 

@@ -63,7 +63,9 @@ def test_convert_analyse_export_flow(client, small_model, tmp_path):
     count = int(re.search(r'id="layer-count">(\d+) layers', graph).group(1))
     boxes = int(re.search(r'(\d+) boxes: ', graph).group(1))
     assert count == count_layers(client.bench.model.graph.graph) and count >= 4   # build, info, every page
-    assert boxes == graph.count('<g class="layer"') == count + 2                   # + the input/output operators
+    # + the input/output operators and the cascaded GlobalAveragePool's second step (16x16 → 2x2 → 1x1)
+    assert boxes == graph.count('<g class="layer"') == count + 2 + 1
+    assert f"{boxes} boxes: {count} layers + 2 input/output operators + 1 extra steps" in graph
     assert 'data-dtype="int8"' in graph
 
     start(client, "/accuracy", files={"image": ("c0.npy", (calib / "c0.npy").read_bytes())})
