@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import yaml
 
 from openrknn import log
+from openrknn.errors import missing_extra_from
 
 _PLATFORM_LOADERS = ("tensorflow", "tflite", "caffe", "onnx", "pytorch", "darknet", "mxnet")
 
@@ -158,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         convert(args.input, args.output, args.target_platform, args.eval_perf_memory, args.accuracy_analysis,
                 args.verbose)
+    except ImportError as e:   # an optional module: name the extra that brings it
+        missing = missing_extra_from(e, "rknn_convert: this model")
+        log.error(str(missing) if missing else f"rknn_convert: {e}")
+        return 1
     except Exception as e:  # the CLI reports every failure as one E line and exit code 1
         log.error(f"rknn_convert: {e}")
         return 1

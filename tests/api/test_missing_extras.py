@@ -76,3 +76,15 @@ def test_cli_missing_tflite_extra_is_a_plain_line(tmp_path, monkeypatch, capsys)
     assert main(["convert", str(model), "-o", str(tmp_path / "m.rknn")]) == 1
     errors = _error_lines(capsys)
     assert "internal error" not in errors and "openrknn[tflite]" in errors
+
+
+def test_rknn_convert_names_the_extra(monkeypatch, tmp_path, capsys):
+    import openrknn.cli.rknn_convert as tool
+
+    def needs_torch(*args, **kwargs):
+        import torch  # noqa: F401  (blocked below)
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    monkeypatch.setattr(tool, "convert", needs_torch)
+    assert tool.main(["-t", "rk3588", "-i", str(tmp_path / "m.yml"), "-o", str(tmp_path)]) == 1
+    assert "pip install 'openrknn[torch]'" in _error_lines(capsys)
