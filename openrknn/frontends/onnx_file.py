@@ -207,8 +207,10 @@ def _fix_dynamic_dims(proto: onnx.ModelProto) -> None:
                 log.warning(f"load_onnx: input '{value.name}' has a dynamic batch; it is fixed to 1")
                 continue
             shape = [x.dim_value if x.HasField("dim_value") else (x.dim_param or "?") for x in dims]
+            pattern = ",".join(str(d) if isinstance(d, int) else "?" for d in shape)
             raise ModelLoadError(f"input '{value.name}' has a dynamic shape {shape}; give its size with "
                                  "load_onnx(..., inputs=[...], input_size_list=[[...]]) (or use config dynamic_input); "
-                                 "on the command line: --input-size-list 1,3,640,640 ('#' between inputs)")
+                                 f"on the command line: --input-size-list {pattern} with each ? replaced by a size "
+                                 "('#' between inputs)")
     if changed:
         del proto.graph.value_info[:]

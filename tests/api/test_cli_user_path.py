@@ -48,7 +48,7 @@ def test_parse_input_size_list_refuses(text):
 def test_convert_dynamic_onnx_needs_and_takes_input_size_list(tmp_path, capsys):
     model = make_dynamic_model(tmp_path / "dyn.onnx")
     assert main(["convert", str(model), "-o", str(tmp_path / "no.rknn")]) == 1
-    assert "--input-size-list" in _lines(capsys, "E ")     # the refusal says how to do it here
+    assert "--input-size-list 1,3,?,? with each ? replaced" in _lines(capsys, "E ")   # how to do it here
     out = tmp_path / "dyn.rknn"
     assert main(["convert", str(model), "--input-size-list", "1,3,48,320", "-o", str(out)]) == 0
     assert main(["info", str(out)]) == 0
