@@ -85,7 +85,9 @@ def write_report(result: AnalysisResult, output_dir: str, dumps: bool = True) ->
             os.makedirs(os.path.join(output_dir, sub, "npy"), exist_ok=True)
     used: set[str] = set()
     mapping = []
-    for row in result.rows:
+    from tqdm import tqdm   # text dumps of big tensors take a while: show it
+    for row in tqdm(result.rows, desc="I accuracy_analysis: writing dumps", unit="tensor", disable=None if dumps else True,
+                    leave=False):
         file_name = safe_file_name(row.tensor, used)
         mapping.append((row.tensor, file_name))
         for sub, values in (("golden", result.golden), ("simulator", result.simulator)):
