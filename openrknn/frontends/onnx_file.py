@@ -51,6 +51,7 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
     values = _bake_initial_values(proto, graph_inputs, input_initial_val)
     if not allow_dynamic:
         _fix_dynamic_dims(proto)
+        _forget_dynamic_output_dims(proto)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
     except Exception as e:  # onnx raises several exception types here
@@ -166,6 +167,15 @@ def _set_input_shapes(proto: onnx.ModelProto, names: list[str], sizes: Sequence[
             dims.dim.add().dim_value = d
     # Stale intermediate shapes would contradict the new input shapes.
     del proto.graph.value_info[:]
+
+
+def _forget_dynamic_output_dims(proto: onnx.ModelProto) -> None:
+    """With every input size fixed, an output dim written as -1 or a name (exporters do both) is left
+    unknown, so shape inference fills in the real size instead of keeping the placeholder."""
+    for value in proto.graph.output:
+        for d in value.type.tensor_type.shape.dim:
+            if (d.HasField("dim_value") and d.dim_value < 0) or d.HasField("dim_param"):
+                d.Clear()
 
 
 def _bake_initial_values(proto: onnx.ModelProto, names: list[str], values: Sequence[Any] | None) -> dict[str, Any]:

@@ -52,7 +52,9 @@ def test_convert_dynamic_onnx_needs_and_takes_input_size_list(tmp_path, capsys):
     out = tmp_path / "dyn.rknn"
     assert main(["convert", str(model), "--input-size-list", "1,3,48,320", "-o", str(out)]) == 0
     assert main(["info", str(out)]) == 0
-    assert "x: float32 [1, 3, 48, 320] NCHW" in capsys.readouterr().out
+    info = capsys.readouterr().out
+    assert "x: float32 [1, 3, 48, 320] NCHW" in info
+    assert "y: float32 [1, 4, 48, 320]" in info            # the output's named dims are resolved too
     image = _image(tmp_path / "ok.png", 320, 48)
     assert main(["run", str(out), "--input", str(image), "--input-size-list", "1,3,48,320"]) == 0
     assert main(["run", str(out), "--input", str(image), "--input-size-list", "1,3,64,64"]) == 1
