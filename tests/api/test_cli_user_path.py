@@ -15,11 +15,12 @@ from openrknn.errors import ConfigError
 
 
 def make_dynamic_model(path: Path) -> Path:
-    """Conv + Relu whose input is [N, 3, H, W] (batch, height and width dynamic)."""
+    """Conv + Relu whose input is [N, 3, H, W] (batch, height and width dynamic); the output says -1 for them."""
     weight = numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32), "w")
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
     graph = helper.make_graph(nodes, "dynamic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, "H", "W"])], [weight])
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 4, -1, -1])],   # as Paddle2ONNX
+                              [weight])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
     return path
 
