@@ -127,3 +127,16 @@ def test_run_warns_when_outputs_overflow(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "big.onnx"), "-o", str(tmp_path / "big.rknn")]) == 0
     assert main(["run", str(tmp_path / "big.rknn"), "--input", str(_image(tmp_path / "x.png", 4, 4))]) == 0
     assert "float16 overflowed" in _lines(capsys, "W ")
+
+
+def test_run_picks_a_dynamic_input_size(tmp_path, capsys):
+    from rknn.api import RKNN
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", dynamic_input=[[[1, 3, 16, 16]], [[1, 3, 32, 48]]]) == 0
+    assert rknn.load_onnx(model=str(make_dynamic_model(tmp_path / "dyn.onnx"))) == 0
+    assert rknn.build(do_quantization=False) == 0 and rknn.export_rknn(str(tmp_path / "d.rknn")) == 0
+    image = _image(tmp_path / "wide.png", 48, 32)
+    assert main(["run", str(tmp_path / "d.rknn"), "--input", str(image), "--input-size-list", "1,3,32,48"]) == 0
+    assert "y: shape [1, 4, 32, 48]" in capsys.readouterr().out
+    assert main(["run", str(tmp_path / "d.rknn"), "--input", str(image), "--input-size-list", "1,3,20,20"]) == 1
+    assert "dynamic_input sets" in _lines(capsys, "E ")
