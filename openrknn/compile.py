@@ -18,6 +18,7 @@ from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph import dynamic_shapes
 from openrknn.graph import npu_layers
+from openrknn.graph.layer_index import count_layers
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.yuv import embed_yuv_inputs
 from openrknn.model_file.graph_checks import check_empty_inputs
@@ -44,6 +45,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
                    if v.name not in {i.name for i in source_graph.graph.initializer}]
     if cfg.dynamic_input:
         source_graph = dynamic_shapes.make_dynamic(source_graph, input_names, cfg.dynamic_input)
+    log.info(f"build: optimizing the graph (optimization_level {cfg.optimization_level}) for {chip.name}")
     graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
@@ -81,9 +83,11 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         log.warning(f"build: {chip.name} has no float16 on its NPU; float layers of this model run on the CPU")
     _check_op_target(graph, cfg.op_target)
     _record_build_options(model, cfg)
+    log.info(f"build: {count_layers(graph.graph)} layers; "
+             + ("quantizing (calibration)" if do_quantization else f"{cfg.float_dtype} weights"))
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops, cache)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
-             f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
+             f"({count_layers(model.graph.graph)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
 
 

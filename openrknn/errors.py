@@ -53,3 +53,30 @@ class InferenceInputError(RKNNError):
 
 class NotSupportedError(RKNNError):
     """A documented option that this toolkit cannot provide (the message says why)."""
+
+
+class MissingExtraError(RKNNError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+    def __init__(self, purpose: str, extra: str, module: str = "") -> None:
+        needs = f" ({module})" if module else ""
+        super().__init__(f"{purpose} needs the '{extra}' extra{needs}: pip install 'openrknn[{extra}]'")
+        self.extra = extra
+        self.module = module
+
+
+# Optional modules and the extra that installs each (pyproject.toml's optional-dependencies).
+EXTRA_OF_MODULE = {
+    "msgpack": "serve", "cryptography": "crypto", "tflite": "tflite", "flatbuffers": "tflite",
+    "ai_edge_litert": "litert", "matplotlib": "plot", "pycocotools": "eval", "scipy": "eval", "ray": "ray",
+    "torch": "torch", "starlette": "ui", "uvicorn": "ui", "multipart": "ui", "python_multipart": "ui",
+}
+
+
+def missing_extra_from(error: ImportError, purpose: str) -> MissingExtraError | None:
+    """The ``MissingExtraError`` an ImportError of an optional module stands for (None for other modules)."""
+    if isinstance(error, MissingExtraError):
+        return error
+    module = (getattr(error, "name", None) or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(module)
+    return MissingExtraError(purpose, extra, module) if extra else None

@@ -15,7 +15,10 @@ from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 
 
-def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: Any,
+DEFAULT_SNAPSHOT_DIR = "./snapshot"   # where output_dir=None writes its two text files
+
+
+def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str | None, cfg: Any,
                           custom_ops: CustomOpRegistry | None = None) -> AnalysisResult:
     """Read ``inputs`` like calibration data, analyse, write the report, print the table.
 
@@ -24,7 +27,8 @@ def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: A
         inputs: list of input files (jpg/png/bmp/npy, one per model input), list of arrays (graph
             layout, or NHWC for an NCHW image input) — or, Toolkit 1 form, a dataset .txt file whose
             first line is used.
-        output_dir: where the dumps, ``error_analysis.txt/.csv/.json/.png`` are written.
+        output_dir: where the dumps, ``error_analysis.txt/.csv/.json/.png`` are written; None: only
+            ``error_analysis.txt`` and ``map_name_to_file.txt``, in ``./snapshot`` (rknn-toolkit2's behaviour).
         cfg: the model config (``quant_img_RGB2BGR`` is honoured when images are read).
         custom_ops: the registered custom ops the model uses.
 
@@ -37,7 +41,9 @@ def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str, cfg: A
     """
     feeds = _read_inputs(model, inputs, cfg)
     result = analyse(model, feeds, custom_ops)
-    path = write_report(result, output_dir)
+    dumps = output_dir is not None
+    output_dir = output_dir if output_dir is not None else DEFAULT_SNAPSHOT_DIR
+    path = write_report(result, output_dir, dumps=dumps)
     with open(path, encoding="utf-8") as handle:
         print(handle.read())
     log.info(f"The error analysis results save to: {path}")

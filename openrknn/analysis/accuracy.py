@@ -89,6 +89,7 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],
     if model.golden is None:
         raise RuntimeStateError("accuracy_analysis needs the float (golden) model, which this model does not "
                                 "carry: load the source model and build it instead of load_rknn")
+    log.info("accuracy_analysis: running the float model and the simulator (entire), then each layer alone (single)")
     golden_graph = onnx.shape_inference.infer_shapes(model.golden)
     golden = _run_all(golden_graph, feeds, custom_ops)
     executable, fused_into = _expose_quantized(_lowered(model))
@@ -185,7 +186,9 @@ def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden
     inits = {i.name: i for i in golden_graph.graph.initializer}
     inits.update({i.name: i for i in model.graph.graph.initializer if i.name in inits})
     producer = {o: n for n in golden_graph.graph.node for o in n.output}
-    for node in golden_graph.graph.node:
+    from tqdm import tqdm   # each layer runs alone: the long part, so it shows a bar (as the original's)
+    for node in tqdm(golden_graph.graph.node, desc="I accuracy_analysis: single layers", unit="layer", disable=None,
+                     leave=False):
         outs = [o for o in node.output if o in rows and o in result.simulator and _is_float(golden[o])]
         if not outs or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
             continue

@@ -5,9 +5,9 @@ Layout::
     output_dir/
       golden/<file>.txt         float model, every layer: the values flattened, one per line
                                 (scripts read them with np.genfromtxt, as with the vendor's toolkit)
-      golden/npy/<file>_float.npy   the same tensor with its shape (float32)
+      golden/npy/<file>.npy     the same tensor with its shape (float32), named as the vendor names it
       simulator/<file>.txt      simulator, every layer (dequantized to float)
-      simulator/npy/<file>_float.npy
+      simulator/npy/<file>.npy
       map_name_to_file.txt      tensor name -> <file>.txt
       error_analysis.txt        the guide's table (seed 002 §3.2.2)
       error_analysis.csv/.json  the same numbers
@@ -73,23 +73,33 @@ def safe_file_name(tensor: str, used: set[str]) -> str:
     return name
 
 
-def write_report(result: AnalysisResult, output_dir: str) -> str:
-    """Write every artefact; returns the path of error_analysis.txt."""
-    for sub in ("golden", "simulator"):
-        os.makedirs(os.path.join(output_dir, sub, "npy"), exist_ok=True)
+def write_report(result: AnalysisResult, output_dir: str, dumps: bool = True) -> str:
+    """Write every artefact; returns the path of error_analysis.txt.
+
+    ``dumps=False`` (``accuracy_analysis(output_dir=None)``): only ``error_analysis.txt`` and
+    ``map_name_to_file.txt``, as rknn-toolkit2 writes then — no per-tensor files.
+    """
+    os.makedirs(output_dir, exist_ok=True)
+    if dumps:
+        for sub in ("golden", "simulator"):
+            os.makedirs(os.path.join(output_dir, sub, "npy"), exist_ok=True)
     used: set[str] = set()
     mapping = []
-    for row in result.rows:
+    from tqdm import tqdm   # text dumps of big tensors take a while: show it
+    for row in tqdm(result.rows, desc="I accuracy_analysis: writing dumps", unit="tensor", disable=None if dumps else True,
+                    leave=False):
         file_name = safe_file_name(row.tensor, used)
         mapping.append((row.tensor, file_name))
         for sub, values in (("golden", result.golden), ("simulator", result.simulator)):
-            if row.tensor in values:
+            if dumps and row.tensor in values:
                 write_tensor(np.asarray(values[row.tensor], np.float32), os.path.join(output_dir, sub), file_name)
     with open(os.path.join(output_dir, "map_name_to_file.txt"), "w", encoding="utf-8") as handle:
         handle.writelines(f"{tensor} {file_name}.txt\n" for tensor, file_name in mapping)
     text_path = os.path.join(output_dir, "error_analysis.txt")
     with open(text_path, "w", encoding="utf-8") as handle:
         handle.write(format_table(result.rows))
+    if not dumps:
+        return text_path
     with open(os.path.join(output_dir, "error_analysis.json"), "w", encoding="utf-8") as handle:
         json.dump([r.to_dict() for r in result.rows], handle, indent=1)
     with open(os.path.join(output_dir, "error_analysis.csv"), "w", newline="", encoding="utf-8") as handle:
@@ -102,8 +112,8 @@ def write_report(result: AnalysisResult, output_dir: str) -> str:
 
 
 def write_tensor(array: np.ndarray, folder: str, file_name: str) -> None:
-    """``folder/<file_name>.txt`` (flattened, one value per line) and ``folder/npy/<file_name>_float.npy``."""
-    np.save(os.path.join(folder, "npy", file_name + "_float.npy"), array)
+    """``folder/<file_name>.txt`` (flattened, one value per line) and ``folder/npy/<file_name>.npy``."""
+    np.save(os.path.join(folder, "npy", file_name + ".npy"), array)
     flat = array.reshape(-1)
     with open(os.path.join(folder, file_name + ".txt"), "w", encoding="ascii") as handle:
         for start in range(0, flat.size, 65536):   # %-formatting a tuple is C speed; chunks bound the memory

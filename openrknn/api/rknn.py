@@ -16,7 +16,7 @@ from openrknn import chips, log
 from openrknn.api import devices
 from openrknn.api.common import RuntimeInfo, sdk_version_text
 from openrknn.config import ModelConfig, parse_config
-from openrknn.errors import ConfigError, NotSupportedError, RKNNError, RuntimeStateError
+from openrknn.errors import ConfigError, NotSupportedError, RKNNError, RuntimeStateError, missing_extra_from
 from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
@@ -33,6 +33,11 @@ def api_call(func: Callable[..., Any]) -> Callable[..., Any]:
         except RKNNError as e:
             text = str(e)
             log.error(text if text.startswith(f"{name}:") else f"{name}: {text}")
+            return self._failure(name)
+        except ImportError as e:   # an optional module missing deep in a stage: name its extra
+            missing = missing_extra_from(e, f"{name}: this step")
+            log.error(str(missing) if missing else f"{name}: internal error: {type(e).__name__}: {e}")
+            log.debug(traceback.format_exc())
             return self._failure(name)
         except Exception as e:  # an unexpected failure is still reported the documented way
             log.error(f"{name}: internal error: {type(e).__name__}: {e}")
@@ -335,7 +340,7 @@ class RKNN(RuntimeInfo):
         return report.to_dict()
 
     @api_call
-    def accuracy_analysis(self, inputs: Any, output_dir: str = "./snapshot", target: str | None = None,
+    def accuracy_analysis(self, inputs: Any, output_dir: str | None = "./snapshot", target: str | None = None,
                           device_id: str | None = None, calc_qnt_error: bool = True) -> int:
         """Per-layer accuracy of the built model against the float model."""
         if self._loaded_from_rknn:
@@ -352,7 +357,8 @@ class RKNN(RuntimeInfo):
             from openrknn.runtime import remote_report
             runtime = remote.open_runtime(board, model, {"target": target})
             try:
-                remote_report.accuracy_on_board(runtime, model, result, result.golden, output_dir)
+                from openrknn.analysis import DEFAULT_SNAPSHOT_DIR
+                remote_report.accuracy_on_board(runtime, model, result, result.golden, output_dir or DEFAULT_SNAPSHOT_DIR)
             finally:
                 runtime.close()
         return 0

@@ -11,6 +11,7 @@ import json
 import os
 
 from openrknn import log
+from openrknn.cli.common import add_input_size_list_argument, parse_input_size_list
 from openrknn.config import QUANT_ALGORITHMS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
 from openrknn.errors import ConfigError
 
@@ -32,6 +33,7 @@ def add_eval_parser(sub) -> None:
     p.add_argument("-t", "--target-platform", dest="target_platform", default="rk3588")
     p.add_argument("--mean", default=None, help="e.g. '123.675 116.28 103.53' ('#' between inputs)")
     p.add_argument("--std", default=None)
+    add_input_size_list_argument(p)
     p.add_argument("--workers", type=int, default=None, help="local worker processes (default: the cores)")
     p.add_argument("--ray", dest="ray_address", default=None, help="Ray cluster address ('auto', 'local', ...)")
     p.add_argument("--cache", default=None, help="result cache file (default: ~/.cache/openrknn/eval.sqlite)")
@@ -71,6 +73,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if len(sources) > 1:
         raise ConfigError(f"eval: give one source model (and any .rknn files), not {sources}")
     settings = [s for s in (args.compare or ("normal" if args.calibration else "fp16")).split(",") if s.strip()]
+    sizes = parse_input_size_list(args.input_size_list)
     builds = []
     for setting in settings if sources else []:
         config, build = parse_setting(setting)
@@ -83,7 +86,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.std:
             config["std_values"] = _floats(args.std)
         log.info(f"eval: building '{setting}'")
-        if (rknn.config(**config) != 0 or _load_by_extension(rknn, sources[0]) != 0
+        if (rknn.config(**config) != 0 or _load_by_extension(rknn, sources[0], sizes) != 0
                 or rknn.build(dataset=args.calibration if build["do_quantization"] else None, **build) != 0):
             return 1
         builds.append((setting.strip(), rknn._model))

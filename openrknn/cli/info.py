@@ -4,16 +4,18 @@ from __future__ import annotations
 import collections
 import os
 
+from openrknn.graph.layer_index import count_layers
 from openrknn.graph.rknn_model import RKNNModel
 
 
-def describe_model(path: str) -> str:
+def describe_model(path: str, params: bool = False) -> str:
+    """``openrknn info``'s text; ``params`` lists every quantization parameter (otherwise a summary)."""
     from openrknn.model_file import load_model
     model = load_model(path)
-    return format_model(model, os.path.getsize(path), path)
+    return format_model(model, os.path.getsize(path), path, params)
 
 
-def format_model(model: RKNNModel, size: int, path: str = "") -> str:
+def format_model(model: RKNNModel, size: int, path: str = "", params: bool = False) -> str:
     meta = model.metadata
     lines = [f"model:            {path}",
              f"file size:        {size / 1024:.1f} KiB",
@@ -31,16 +33,37 @@ def format_model(model: RKNNModel, size: int, path: str = "") -> str:
     lines.append("outputs:")
     lines += [f"  {t.name}: {t.dtype} {t.shape} {t.layout}" for t in model.outputs]
     counts = collections.Counter(node.op_type for node in model.graph.graph.node)
-    lines.append(f"layers: {sum(counts.values())}")
+    lines.append(f"layers: {count_layers(model.graph.graph)} NPU layers of {sum(counts.values())} ONNX nodes:")
     lines += [f"  {op:<24} {n}" for op, n in counts.most_common()]
     if model.tensor_dtypes and model.is_quantized:
         kinds = collections.Counter(model.tensor_dtypes.values())
         lines.append("tensor dtypes:    " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
-    if model.quant_params:
+    if model.quant_params and params:
         lines.append(f"quantization parameters ({len(model.quant_params)} tensors; r = scale·(q − zero_point)):")
-        for name, params in sorted(model.quant_params.items()):
-            lines.append(f"  {name}: " + " ".join(f"{k}={_short(v)}" for k, v in sorted(params.items())))
+        for name, values in sorted(model.quant_params.items()):
+            lines.append(f"  {name}: " + " ".join(f"{k}={_short(v)}" for k, v in sorted(values.items())))
+    elif model.quant_params:
+        lines.append(_quant_summary(model.quant_params))
     return "\n".join(lines)
+
+
+def _quant_summary(quant_params: dict[str, dict]) -> str:
+    """One line: how many tensors, per-channel ones, the scale and zero_point ranges (``--params`` lists all)."""
+    scales = [float(v) for p in quant_params.values() for v in _as_list(p.get("scale"))]
+    zero_points = [float(v) for p in quant_params.values() for v in _as_list(p.get("zero_point"))]
+    per_channel = sum(1 for p in quant_params.values() if len(_as_list(p.get("scale"))) > 1)
+    text = f"quantization parameters: {len(quant_params)} tensors ({per_channel} per-channel)"
+    if scales:
+        text += f", scale {min(scales):.6g} … {max(scales):.6g}"
+    if zero_points:
+        text += f", zero_point {min(zero_points):g} … {max(zero_points):g}"
+    return text + "; --params lists them all"
+
+
+def _as_list(value: object) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
 def _short(value: object) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from typing import Sequence
@@ -9,6 +10,8 @@ from typing import Sequence
 import numpy as np
 
 from openrknn import __version__, log
+from openrknn.cli.common import add_input_size_list_argument, parse_input_size_list
+from openrknn.errors import missing_extra_from
 
 
 def _floats(text: str | None) -> list[list[float]] | None:
@@ -34,7 +37,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
         kwargs["quantized_dtype"] = args.quantized_dtype
     if args.quantized_algorithm:
         kwargs["quantized_algorithm"] = args.quantized_algorithm
-    steps = [lambda: rknn.config(**kwargs), lambda: _load_by_extension(rknn, args.model),
+    sizes = parse_input_size_list(args.input_size_list)
+    steps = [lambda: rknn.config(**kwargs), lambda: _load_by_extension(rknn, args.model, sizes),
              lambda: rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset),
              lambda: _export(rknn, args)]
     for step in steps:
@@ -49,11 +53,14 @@ def _export(rknn, args: argparse.Namespace) -> int:
     return rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn")
 
 
-def _load_by_extension(rknn, path: str) -> int:
+def _load_by_extension(rknn, path: str, input_size_list: list[list[int]] | None = None) -> int:
     ext = os.path.splitext(path)[1].lower()
     if ext == ".onnx":
-        return rknn.load_onnx(model=path)
+        return rknn.load_onnx(model=path, input_size_list=input_size_list)
     if ext == ".tflite":
+        if input_size_list:
+            log.error("convert: --input-size-list applies to ONNX models; a .tflite file fixes its input sizes")
+            return -1
         return rknn.load_tflite(model=path)
     log.error(f"convert: cannot tell the framework of '{path}' from its extension; use a yml (rknn_convert format) "
               "for pytorch/tensorflow/caffe/darknet models")
@@ -64,7 +71,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from openrknn.cli.info import describe_model
     from openrknn.errors import RKNNError
     try:
-        print(describe_model(args.model))
+        print(describe_model(args.model, params=args.params))
     except RKNNError as e:
         log.error(f"info: {e}")
         return 1
@@ -78,18 +85,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     if lite.load_rknn(args.model) != 0 or lite.init_runtime() != 0:
         return 1
     input_specs, output_specs = lite._io_specs()
-    inputs = [read_input(p, spec) for p, spec in zip(args.input, input_specs)]
-    if len(inputs) != len(input_specs):
+    if len(args.input) != len(input_specs):
         log.error(f"run: the model has {len(input_specs)} input(s); give one --input per input")
         return 1
+    sizes = parse_input_size_list(args.input_size_list)
+    if sizes is not None:
+        input_specs = _specs_of_size(input_specs, sizes, (lite._model.metadata.get("dynamic_input")
+                                                          if lite._model is not None else None))
+        if input_specs is None:
+            return 1
+    inputs = [read_input(p, spec, resize=args.resize) for p, spec in zip(args.input, input_specs)]
     outputs = lite.inference(inputs=inputs)
     if outputs is None:
         return 1
     for spec, out in zip(output_specs, outputs):
         print(f"{spec.name}: shape {list(out.shape)} min {out.min():.6g} max {out.max():.6g} mean {out.mean():.6g}")
+        bad = int(out.size - np.count_nonzero(np.isfinite(out)))
+        if bad:
+            log.warning(f"run: output '{spec.name}' has {bad} NaN/inf value(s): float16 overflowed inside the model; "
+                        "does it expect normalised inputs (convert with --mean/--std)?")
         if out.ndim <= 2 and out.size >= 5:
             print_top5(out)
     return 0
+
+
+def _specs_of_size(specs: list, sizes: list[list[int]], dynamic_sets: list | None) -> list | None:
+    """The input specs at ``--input-size-list`` sizes: the model's own sizes or one of its dynamic_input sets."""
+    allowed = [[list(s) for s in shape_set] for shape_set in dynamic_sets or []] or [[list(s.shape) for s in specs]]
+    if sizes not in allowed:
+        log.error(f"run: --input-size-list {sizes} is not a size this model takes: "
+                  + (f"its dynamic_input sets are {allowed}" if dynamic_sets else
+                     f"it was converted for {allowed[0]} (convert again with --input-size-list for another size)"))
+        return None
+    return [dataclasses.replace(spec, shape=size) for spec, size in zip(specs, sizes)]
 
 
 def print_top5(output: np.ndarray) -> None:
@@ -128,14 +156,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantized-dtype", dest="quantized_dtype", default=None)
     p.add_argument("--quantized-algorithm", dest="quantized_algorithm", default=None)
     p.add_argument("--optimization-level", dest="optimization_level", type=int, default=3)
+    add_input_size_list_argument(p)
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_convert)
     p = sub.add_parser("info", help="describe an .rknn file")
     p.add_argument("model")
+    p.add_argument("--params", "--verbose", dest="params", action="store_true",
+                   help="list every tensor's quantization parameters (default: a one-line summary)")
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("run", help="run an .rknn file (simulator; librknnrt for Rockchip-compiled ones)")
     p.add_argument("model")
     p.add_argument("--input", action="append", required=True, help="image (.png/.jpg/.bmp) or .npy; repeat per input")
+    p.add_argument("--resize", action="store_true",
+                   help="resize images of another size to the input (otherwise refused, as inference() does)")
+    add_input_size_list_argument(p)
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("demo", help="build, export, reload and run the embedded MobileNet-style model")
@@ -161,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BrokenPipeError:   # output piped into e.g. `head`
         return 0
+    except ImportError as e:   # an optional module: name the extra that brings it
+        missing = missing_extra_from(e, f"{args.command}: this step")
+        log.error(str(missing) if missing else f"{args.command}: {e}")
+        return 1
     except Exception as e:  # one E line, exit code 1
         log.error(f"{args.command}: {e}")
         return 1

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 import yaml
 
 from openrknn import log
+from openrknn.errors import missing_extra_from
 
 _PLATFORM_LOADERS = ("tensorflow", "tflite", "caffe", "onnx", "pytorch", "darknet", "mxnet")
 
@@ -83,7 +84,7 @@ def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: 
     print(text)
     spec = (yaml.safe_load(text) or {}).get("models")
     if not isinstance(spec, dict):
-        raise ConfigError(f"{config_path}: the yml needs a top-level 'models:' mapping (seed 002 table 3-1)")
+        raise ConfigError(f"{config_path}: the yml needs a top-level 'models:' mapping; see docs/command-line.md")
     config_dir = os.path.dirname(os.path.abspath(config_path))
     print(f"convert_model:\n  config_path={config_path}\n  config_dir={config_dir}\n  out_path={output_dir}\n"
           f"  target_platform={platform}")
@@ -158,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         convert(args.input, args.output, args.target_platform, args.eval_perf_memory, args.accuracy_analysis,
                 args.verbose)
+    except ImportError as e:   # an optional module: name the extra that brings it
+        missing = missing_extra_from(e, "rknn_convert: this model")
+        log.error(str(missing) if missing else f"rknn_convert: {e}")
+        return 1
     except Exception as e:  # the CLI reports every failure as one E line and exit code 1
         log.error(f"rknn_convert: {e}")
         return 1

@@ -37,6 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import socket
 
     from openrknn.runtime.server import ServeSettings, default_token_path, load_or_create_token, serve, tls_context
+    protocol._msgpack()   # refuse now (naming the 'serve' extra), not at the first client
     if (args.tls_cert is None) != (args.tls_key is None):
         log.error("serve: --tls-cert and --tls-key go together")
         return 1

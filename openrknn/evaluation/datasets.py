@@ -38,6 +38,7 @@ class EvalDataset:
     coco_json: str | None = None
     category_ids: list[int] = field(default_factory=list)   # class index i of a decoder -> category_ids[i]
     class_names: list[str] = field(default_factory=list)
+    annotation_count: int = 0   # COCO: ground-truth objects in the json
 
 
 def open_dataset(path: str, labels: str | None = None, images_dir: str | None = None,
@@ -76,6 +77,9 @@ def open_dataset(path: str, labels: str | None = None, images_dir: str | None = 
         if task == "detection" and dataset.coco_json is None:
             raise ConfigError("detection needs COCO annotations: give an instances_*.json as the dataset")
         dataset.task = task
+    if dataset.task == "detection" and dataset.coco_json is not None and dataset.annotation_count == 0:
+        raise ConfigError(f"'{path}' has no annotations (ground-truth boxes), so every mAP would be 0: give the "
+                          "instances_*.json that lists them, or --task cosine to compare the outputs only")
     if not dataset.samples:
         raise ConfigError(f"evaluation dataset '{path}' holds no samples")
     return dataset
@@ -141,7 +145,8 @@ def _coco(path: str, images_dir: str | None) -> EvalDataset:
                for img in sorted(images, key=lambda i: i["id"])]
     cats = sorted(categories, key=lambda c: c["id"])
     return EvalDataset(samples, "detection", coco_json=os.path.abspath(path),
-                       category_ids=[c["id"] for c in cats], class_names=[str(c.get("name", c["id"])) for c in cats])
+                       category_ids=[c["id"] for c in cats], class_names=[str(c.get("name", c["id"])) for c in cats],
+                       annotation_count=len(annotations))
 
 
 def _entry(path: str, table: str, index: int, entry: object, fields: dict[str, Any]) -> dict:

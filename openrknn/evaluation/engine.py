@@ -93,7 +93,8 @@ def _compute(dataset: EvalDataset, columns: list[EvalModel], runs: list[str], re
     samples = dataset.samples
     pending: deque = deque()
     done = 0
-    with tqdm(total=len(samples), desc="I evaluate", unit="img", disable=None, leave=False) as bar:
+    # always shown (on stderr, as the original's bars), also when the output goes to a file or a pipe
+    with tqdm(total=len(samples), desc="I evaluate", unit="img", disable=False, leave=True, mininterval=0.5) as bar:
         def collect() -> None:
             nonlocal done
             future, count = pending.popleft()

@@ -51,6 +51,7 @@ def load_onnx(model: str, inputs: Sequence[str] | None = None, input_size_list: 
     values = _bake_initial_values(proto, graph_inputs, input_initial_val)
     if not allow_dynamic:
         _fix_dynamic_dims(proto)
+        _forget_dynamic_output_dims(proto)
     try:
         proto = onnx.shape_inference.infer_shapes(proto, strict_mode=False)
     except Exception as e:  # onnx raises several exception types here
@@ -168,6 +169,15 @@ def _set_input_shapes(proto: onnx.ModelProto, names: list[str], sizes: Sequence[
     del proto.graph.value_info[:]
 
 
+def _forget_dynamic_output_dims(proto: onnx.ModelProto) -> None:
+    """With every input size fixed, an output dim written as -1 or a name (exporters do both) is left
+    unknown, so shape inference fills in the real size instead of keeping the placeholder."""
+    for value in proto.graph.output:
+        for d in value.type.tensor_type.shape.dim:
+            if (d.HasField("dim_value") and d.dim_value < 0) or d.HasField("dim_param"):
+                d.Clear()
+
+
 def _bake_initial_values(proto: onnx.ModelProto, names: list[str], values: Sequence[Any] | None) -> dict[str, Any]:
     if values is None:
         return {}
@@ -207,7 +217,10 @@ def _fix_dynamic_dims(proto: onnx.ModelProto) -> None:
                 log.warning(f"load_onnx: input '{value.name}' has a dynamic batch; it is fixed to 1")
                 continue
             shape = [x.dim_value if x.HasField("dim_value") else (x.dim_param or "?") for x in dims]
+            pattern = ",".join(str(d) if isinstance(d, int) else "?" for d in shape)
             raise ModelLoadError(f"input '{value.name}' has a dynamic shape {shape}; give its size with "
-                                 "load_onnx(..., inputs=[...], input_size_list=[[...]]) (or use config dynamic_input)")
+                                 "load_onnx(..., inputs=[...], input_size_list=[[...]]) (or use config dynamic_input); "
+                                 f"on the command line: --input-size-list {pattern} with each ? replaced by a size "
+                                 "('#' between inputs)")
     if changed:
         del proto.graph.value_info[:]

@@ -8,7 +8,8 @@ The data moves as: reshape to the letters → transpose to their new order → r
 An edited input receives the new shape and the graph gets the inverse Reshape/Transpose/Reshape in
 front of the old consumers; an edited output gets the forward transform after its producer. With
 ``dataset``, every ``.npy`` listed for an edited input is transformed too and a new dataset file
-(``<export name>_dataset.txt`` plus a folder of ``.npy`` files) is written beside ``export_path``.
+(``dataset_for_<export name>.txt`` plus a folder ``dataset_for_<export name>/`` of ``.npy`` files, as
+rknn-toolkit2 names them) is written beside ``export_path``.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from openrknn import log
 from openrknn.errors import ConfigError, ModelLoadError
 
 _FORMULA = re.compile(r"^([a-z1,]+)(?:\[([a-z0-9=,\s]*)\])?->([a-z1,]+)$")
@@ -208,15 +210,19 @@ def _inferred_shape(model: onnx.ModelProto, name: str) -> list[int]:
 
 def transform_dataset(dataset: str, model: onnx.ModelProto, transforms: dict[str, Transform],
                       export_path: str) -> str:
-    """Write ``<export stem>_dataset.txt`` (+ folder of .npy) with the edited inputs' data transformed."""
+    """Write ``dataset_for_<export stem>.txt`` and ``dataset_for_<export stem>/`` (the transformed .npy files,
+    each under its own name) beside ``export_path`` — the names rknn-toolkit2 uses, which its example
+    scripts then pass to ``build``."""
     if not os.path.isfile(dataset):
         raise ConfigError(f"onnx_edit: dataset file '{dataset}' does not exist")
     inits = {i.name for i in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in inits]
     base = os.path.dirname(os.path.abspath(dataset))
-    stem = os.path.splitext(os.path.abspath(export_path))[0]
-    folder = stem + "_dataset"
+    export_dir, export_name = os.path.split(os.path.abspath(export_path))
+    stem = "dataset_for_" + os.path.splitext(export_name)[0]
+    folder = os.path.join(export_dir, stem)
     os.makedirs(folder, exist_ok=True)
+    used: set[str] = set()
     lines = []
     with open(dataset, encoding="utf-8") as handle:
         entries = [ln.split() for ln in handle.read().splitlines() if ln.strip() and not ln.strip().startswith("#")]
@@ -238,13 +244,18 @@ def transform_dataset(dataset: str, model: onnx.ModelProto, transforms: dict[str
             if array.size != original:
                 raise ConfigError(f"onnx_edit: dataset line {row + 1}: '{file}' has {array.size} values, input "
                                   f"'{name}' has {original}")
-            target = os.path.join(folder, f"{row}_{len(out)}.npy")
-            np.save(target, t.forward(array))
-            out.append(target)
+            file_name = os.path.basename(path)
+            if file_name in used:   # the same name on two lines: keep both
+                file_name = f"{row}_{len(out)}_{file_name}"
+            used.add(file_name)
+            np.save(os.path.join(folder, file_name), t.forward(array))
+            out.append(f"./{stem}/{file_name}")   # relative to the new list, as the vendor writes it
         lines.append(" ".join(out))
-    new_dataset = stem + "_dataset.txt"
+    new_dataset = os.path.join(export_dir, stem + ".txt")
     with open(new_dataset, "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")
+    log.info(f"New dataset has been saved to '{new_dataset}'.")
+    log.info(f"New dataset folder is '{folder}'.")
     return new_dataset
 
 
@@ -267,7 +278,7 @@ def onnx_edit(model: str, export_path: str, inputs_transform: dict[str, str] | N
         onnx.save(graph, export_path)
         log.info(f"onnx_edit: wrote {export_path}")
         if dataset:
-            log.info(f"onnx_edit: transformed dataset written to {transform_dataset(dataset, graph, transforms, export_path)}")
+            transform_dataset(dataset, graph, transforms, export_path)
     except (RKNNError, onnx.checker.ValidationError, OSError) as e:
         log.error(str(e) if str(e).startswith("onnx_edit") else f"onnx_edit: {e}")
         return -1

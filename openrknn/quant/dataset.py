@@ -44,6 +44,7 @@ def load_dataset(path: str, input_specs: Sequence[TensorSpec],
     flags = _flags(rgb2bgr, len(input_specs))
     base = os.path.dirname(os.path.abspath(path))
     samples = []
+    resized: list[tuple[str, tuple[int, int], tuple[int, int]]] = []   # one summary line, not one per image
     for number, line in lines:
         files = line.split()
         if len(files) != len(input_specs):
@@ -51,19 +52,29 @@ def load_dataset(path: str, input_specs: Sequence[TensorSpec],
                                     f"{len(input_specs)} input(s) {[s.name for s in input_specs]}; list one file "
                                     "per input, separated by spaces")
         where = f"dataset '{path}' line {number}"
-        samples.append(load_files([os.path.join(base, f) for f in files], input_specs, flags, where))
+        samples.append(load_files([os.path.join(base, f) for f in files], input_specs, flags, where,
+                                  resized=resized))
+    if resized:
+        file, (w, h), (iw, ih) = resized[0]
+        others = f" and {len(resized) - 1} more" if len(resized) > 1 else ""
+        shown = os.path.relpath(file, base)
+        shown = file if shown.startswith("..") else shown
+        log.warning(f"dataset: {len(resized)} of {len(samples) * len(input_specs)} image(s) resized to the model "
+                    f"input (e.g. '{shown}' {w}x{h} to {iw}x{ih}{others})")
     return samples
 
 
 def load_files(files: Sequence[str], input_specs: Sequence[TensorSpec], rgb2bgr: bool | Sequence[bool] = False,
-               where: str = "sample", warn_resize: bool = True) -> list[np.ndarray]:
+               where: str = "sample", warn_resize: bool = True,
+               resized: list | None = None) -> list[np.ndarray]:
     """One sample from its files (one per input), read exactly as a calibration line is
-    (``warn_resize=False``: resize images of another size silently)."""
+    (``warn_resize=False``: resize images of another size silently; a ``resized`` list collects
+    ``(file, size, input size)`` of resized images instead of one warning each)."""
     if len(files) != len(input_specs):
         raise QuantizationError(f"{where}: {len(files)} file(s) for a model with {len(input_specs)} input(s) "
                                 f"{[s.name for s in input_specs]}; give one file per input")
     flags = _flags(rgb2bgr, len(input_specs))
-    return [_load_one(f, spec, flag, where, warn_resize) for f, spec, flag in zip(files, input_specs, flags)]
+    return [_load_one(f, spec, flag, where, warn_resize, resized) for f, spec, flag in zip(files, input_specs, flags)]
 
 
 def _read_lines(path: str) -> list[tuple[int, str]]:
@@ -88,14 +99,15 @@ def _flags(rgb2bgr: bool | Sequence[bool], count: int) -> list[bool]:
     return [bool(rgb2bgr)] * count
 
 
-def _load_one(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_resize: bool = True) -> np.ndarray:
+def _load_one(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_resize: bool = True,
+              resized: list | None = None) -> np.ndarray:
     if not os.path.isfile(file):
         raise QuantizationError(f"{where}: file '{file}' does not exist")
     ext = os.path.splitext(file)[1].lower()
     if ext == ".npy":
         return _load_npy(file, spec, where)
     if ext in IMAGE_EXTENSIONS:
-        return _load_image(file, spec, rgb2bgr, where, warn_resize)
+        return _load_image(file, spec, rgb2bgr, where, warn_resize, resized)
     raise QuantizationError(f"{where}: '{file}' has an unsupported type '{ext}'; use jpg, jpeg, png, bmp or npy")
 
 
@@ -139,7 +151,8 @@ def _image_geometry(spec: TensorSpec, file: str, where: str) -> tuple[int, int, 
     return shape[2], shape[3], shape[1]
 
 
-def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_resize: bool = True) -> np.ndarray:
+def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_resize: bool = True,
+                resized: list | None = None) -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     height, width, channels = _image_geometry(spec, file, where)
@@ -150,7 +163,9 @@ def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_res
     try:
         with Image.open(file) as img:
             img = img.convert(mode)
-            if img.size != (width, height) and warn_resize:
+            if img.size != (width, height) and warn_resize and resized is not None:
+                resized.append((file, img.size, (width, height)))
+            elif img.size != (width, height) and warn_resize:
                 log.warning(f"dataset: '{file}' is {img.size[0]}x{img.size[1]}, resized to the model input "
                             f"{width}x{height}")
             if img.size != (width, height):

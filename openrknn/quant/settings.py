@@ -88,7 +88,7 @@ class QuantSettings:
         name = canonical_dtype(self.dtype, chip.toolkit)
         object.__setattr__(self, "toolkit", chip.toolkit)
         if name == "w4a8":
-            raise NotSupportedError("quantized_dtype 'w4a8' is documented as not supported yet (seed 002 §6.2.1)")
+            raise NotSupportedError("quantized_dtype 'w4a8' is documented by Rockchip as not supported yet")
         if name not in DTYPES or name not in TOOLKIT2_QUANT_DTYPES + TOOLKIT1_QUANT_DTYPES:
             raise ConfigError(f"quantized_dtype '{self.dtype}' is not valid; choose one of {sorted(DTYPES)}")
         if name not in chip.quantized_dtypes:

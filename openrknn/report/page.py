@@ -19,6 +19,11 @@ td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}
 .hint{color:#666;font-size:11px}
 pre.log{background:#f4f4f4;max-height:320px;overflow:auto;font-size:11px}
 .scroll{overflow:auto;border:1px solid #ddd;max-height:640px}
+svg.chart{max-width:100%;height:auto}
+.side-by-side{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
+.side-by-side>.chip{flex:1 1 420px;min-width:0}
+.table-scroll{max-width:100%;overflow-x:auto}
+td.name{word-break:break-all;max-width:40em}
 """
 
 
@@ -28,8 +33,10 @@ def page(title: str, body: str, nav: str = "") -> str:
             f'<style>{STYLE}</style></head><body>{nav}<main><h1>{esc(title)}</h1>{body}</main></body></html>')
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[object]], css_class: str = "") -> str:
-    """An HTML table of escaped cells."""
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], css_class: str = "",
+          name_column: int | None = None) -> str:
+    """An HTML table of escaped cells; the ``name_column`` cells (long tensor names) may break anywhere."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f'<td class="name">{esc(c)}</td>' if i == name_column else f"<td>{esc(c)}</td>"
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f'<table class="{esc(css_class)}"><tr>{head}</tr>{body}</table>'

@@ -102,33 +102,57 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str = ""
     return "".join(parts)
 
 
-def histograms(series: dict[str, Sequence[float]], bins: int = 40, *, title: str = "", width: int = 900,
-               height: int = 240) -> str:
-    """Overlaid histograms of several value sets on shared bins (e.g. float vs quantized values)."""
-    finite = {name: [v for v in _finite(vs)] for name, vs in series.items()}
-    everything = [v for vs in finite.values() for v in vs]
-    low, high = (min(everything), max(everything)) if everything else (0.0, 1.0)
+def _axis_range(values: list[float], tail: float) -> tuple[float, float]:
+    """The range holding all but ``tail`` of the values at each end (a few outliers would squeeze the
+    bars into a corner of the axis); the full range when that leaves nothing to draw."""
+    if not values:
+        return 0.0, 1.0
+    ordered = sorted(values)
+    cut = int(len(ordered) * tail)
+    low, high = ordered[cut], ordered[len(ordered) - 1 - cut]
+    if high - low < 1e-12:
+        low, high = ordered[0], ordered[-1]
     if high - low < 1e-12:
         low, high = low - 0.5, high + 0.5
+    return low, high
+
+
+def histograms(series: dict[str, Sequence[float]], bins: int = 40, *, title: str = "", width: int = 900,
+               height: int = 240, tail: float = 0.005) -> str:
+    """Overlaid histograms of several value sets on shared bins (e.g. float vs quantized values).
+
+    The axis spans all values but the ``tail`` fraction at each end; those few are counted in the end
+    bins (the axis labels say how many), so the bulk of the values fills the axis.
+    """
+    finite = {name: [v for v in _finite(vs)] for name, vs in series.items()}
+    everything = [v for vs in finite.values() for v in vs]
+    low, high = _axis_range(everything, tail)
     edges = [low + (high - low) * k / bins for k in range(bins + 1)]
     counts = {}
     for name, vs in finite.items():
         c = [0] * bins
         for v in vs:
-            c[min(int((v - low) / (high - low) * bins), bins - 1)] += 1
+            c[max(0, min(int((v - low) / (high - low) * bins), bins - 1))] += 1
         counts[name] = c
+    below = sum(1 for v in everything if v < low)
+    above = sum(1 for v in everything if v > high)
     peak = max((max(c) for c in counts.values() if c), default=1) or 1
-    left, right, top, bottom = 50, width - 10, 24, height - 34
+    left, right, top, bottom = 50, width - 10, 24, height - 40
     step = (right - left) / bins
     parts = [f'<svg class="chart histogram" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img"><title>{esc(title)}</title>',
              f'<text x="4" y="14" font-size="12">{esc(title)}</text>',
-             f'<text x="{left}" y="{bottom + 14}" font-size="10">{_fmt(low)}</text>',
-             f'<text x="{right}" y="{bottom + 14}" font-size="10" text-anchor="end">{_fmt(high)}</text>']
+             f'<text x="{left}" y="{bottom + 14}" font-size="10">{"≤ " if below else ""}{_fmt(low)}'
+             f'{f" ({below} below)" if below else ""}</text>',
+             f'<text x="{right}" y="{bottom + 14}" font-size="10" text-anchor="end">{"≥ " if above else ""}'
+             f'{_fmt(high)}{f" ({above} above)" if above else ""}</text>']
+    legend_x = left
     for s, (name, c) in enumerate(counts.items()):
         color = PALETTE[s % len(PALETTE)]
-        parts.append(f'<text x="{left + 150 * s}" y="{height - 4}" font-size="11" fill="{color}">■ {esc(name)} '
-                     f'({len(finite[name])} values)</text>')
+        label = f"■ {name} ({len(finite[name])} values)"
+        parts.append(f'<text class="legend" x="{legend_x}" y="{height - 6}" font-size="11" fill="{color}">'
+                     f'{esc(label)}</text>')
+        legend_x += 7 * len(label) + 24   # ~7 px per character at 11 px: the next label starts after this one
         for k, n in enumerate(c):
             h = (bottom - top) * n / peak
             parts.append(f'<rect class="bin" data-series="{esc(name)}" data-count="{n}" '

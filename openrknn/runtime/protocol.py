@@ -50,7 +50,8 @@ def _msgpack() -> Any:
     try:
         import msgpack
     except ImportError as e:
-        raise ImportError("the board connection needs msgpack: pip install 'openrknn[serve]'") from e
+        from openrknn.errors import MissingExtraError
+        raise MissingExtraError("the board connection", "serve", "msgpack") from e
     return msgpack
 
 

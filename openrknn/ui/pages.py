@@ -7,6 +7,7 @@ from typing import Any
 from urllib.parse import quote
 
 from openrknn import chips
+from openrknn.graph.layer_index import count_layers
 from openrknn.config import QUANT_ALGORITHMS, QUANT_METHODS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
 from openrknn.report.graph_svg import layer_graph_svg, legend
 from openrknn.report.page import page, table
@@ -23,7 +24,9 @@ CHOICES = {"platform": [""] + chips.toolkit2_platforms() + chips.toolkit1_platfo
            "quant_algorithm": ("",) + QUANT_ALGORITHMS, "quant_method": ("",) + QUANT_METHODS}
 POLL = """<script>
 async function poll(){const r=await fetch('/api/job/'+JOB);const j=await r.json();
-document.getElementById('log').textContent=j.log.join('\\n');document.getElementById('state').textContent=j.state;
+const lines=j.log.slice();if(j.state==='running'&&j.progress){lines.push(j.progress)}
+document.getElementById('log').textContent=lines.join('\\n');document.getElementById('state').textContent=j.state;
+document.getElementById('elapsed').textContent=j.elapsed_s.toFixed(1)+' s';
 if(j.state==='running'){setTimeout(poll,300)}else{setTimeout(()=>{location.href=j.redirect},600)}}
 poll();</script>"""
 ZOOM = """<script>
@@ -120,8 +123,9 @@ def job_page(bench: Workbench, job_id: int | None) -> str:
                                                        if bench.runner.jobs else None)
     if job is None:
         return frame(bench, "/job", "Progress", "<p>No job has run yet.</p>")
-    body = (f'<p>{esc(job.title)}: <b id="state">{esc(job.state)}</b></p><pre class="log" id="log">'
-            f'{esc(chr(10).join(job.lines))}</pre>')
+    lines = job.lines + ([job.progress] if job.state == "running" and job.progress else [])
+    body = (f'<p>{esc(job.title)}: <b id="state">{esc(job.state)}</b> · <span id="elapsed">{job.elapsed_s:.1f} s'
+            f'</span></p><pre class="log" id="log">{esc(chr(10).join(lines))}</pre>')
     # /job/<id> (where a started job lands) follows the job to its result page; /job only shows the last one
     script = f"<script>const JOB={job.id};</script>{POLL}" if job_id or job.state == "running" else ""
     return frame(bench, "/job", "Progress", body + script)
@@ -136,11 +140,26 @@ def graph_page(bench: Workbench) -> str:
     chip = chips.get_chip(model.platforms[0])
     layers = build_layers(model, cost_table(chip), float_on_npu=chip.float_on_npu)
     targets = {t: sum(1 for layer in layers if layer.target == t) for t in ("NPU", "CPU")}
-    body = (f'<p id="layer-count">{len(layers)} layers on {esc(chip.name)} (NPU {targets["NPU"]}, '
-            f'CPU {targets["CPU"]}); {sum(len(layer.nodes) for layer in layers)} fused ONNX nodes</p>{legend()}'
+    count = count_layers(model.graph.graph)
+    body = (f'<p id="layer-count">{count} layers on {esc(chip.name)} '
+            f'({len(model.graph.graph.node)} ONNX nodes); {_rows_note(layers, count, "boxes")}; '
+            f'NPU {targets["NPU"]}, CPU {targets["CPU"]}</p>{legend()}'
             '<p><button onclick="zoom(1.25)">zoom in</button> <button onclick="zoom(0.8)">zoom out</button></p>'
             f'<div class="scroll">{layer_graph_svg(layers)}</div>{ZOOM}')
     return frame(bench, "/graph", "Layer graph", body)
+
+
+def _rows_note(rows: list, layer_count: int, what: str) -> str:
+    """How the perf table's rows / the graph's boxes relate to the model's layers (rknn-toolkit2 prints
+    input/output operators as rows, and a large GlobalAveragePool as several steps)."""
+    io = sum(1 for row in rows if row.op_type in ("InputOperator", "OutputOperator"))
+    extra = len(rows) - io - layer_count
+    note = f"{len(rows)} {what}: {layer_count} layers + {io} input/output operators"
+    if extra > 0:
+        note += f" + {extra} extra steps (a large GlobalAveragePool runs as a cascade of convolutions)"
+    elif extra < 0:
+        note += f" ({-extra} layers drawn as one)"
+    return note
 
 
 def accuracy_page(bench: Workbench, layer: str | None) -> str:
@@ -157,7 +176,8 @@ def accuracy_page(bench: Workbench, layer: str | None) -> str:
         values = bench.layer_values(layer)
         body += (f'<h2 id="selected-layer">{esc(layer)}</h2>'
                  + (histograms(values, title="float vs quantized values") if values else "<p>no dump</p>"))
-    body += accuracy_body(result, link=lambda tensor: f"/accuracy?layer={quote(tensor, safe='')}")
+    count = count_layers(bench.model.graph.graph) if bench.model is not None else None
+    body += accuracy_body(result, link=lambda tensor: f"/accuracy?layer={quote(tensor, safe='')}", layer_count=count)
     return frame(bench, "/accuracy", "Accuracy analysis", body)
 
 
@@ -173,7 +193,9 @@ def perf_page(bench: Workbench) -> str:
     body = form("/perf", field("chips", "chips", boxes, "eval_perf on each ticked chip, side by side", errors),
                 "Run eval_perf + eval_memory", errors)
     if bench.perf_reports:
-        body += ('<p><a href="/files/reports/eval_perf.html">eval_perf.html</a> · '
+        count = count_layers(model.graph.graph)
+        body += (f'<p id="layer-count">{esc(_rows_note(bench.perf_reports[0].layers, count, "table rows"))}</p>'
+                 +'<p><a href="/files/reports/eval_perf.html">eval_perf.html</a> · '
                  '<a href="/files/reports/eval_memory.html">eval_memory.html</a></p>'
                  + perf_body(bench.perf_reports) + "<h2>eval_memory</h2>" + memory_body(bench.memory_report))
     return frame(bench, "/perf", "Perf & memory", body)

@@ -136,7 +136,7 @@ class Workbench:
                 shutil.rmtree(self.choice.upload_dir, ignore_errors=True)
             self.rknn, self.choice, self.built = rknn, choice, choice.framework == "rknn"
             self.analysis_dir, self.perf_reports, self.memory_report, self.inference = None, [], None, []
-            self.errors.pop("model", None)
+            self.errors.clear()   # every page's errors were about the previous model
             return {}
 
     def _fail(self, page: str, errors: dict[str, str], choice: ModelChoice | None = None) -> dict[str, str]:
@@ -247,7 +247,7 @@ class Workbench:
         out = {}
         stem = os.path.splitext(files.get(tensor, "\0"))[0]   # map names the vendor's .txt; read the npy copy
         for label, sub in (("float (golden)", "golden"), ("simulator", "simulator")):
-            path = os.path.join(self.analysis_dir, sub, "npy", f"{stem}_float.npy")
+            path = os.path.join(self.analysis_dir, sub, "npy", f"{stem}.npy")
             if tensor in files and os.path.isfile(path):
                 out[label] = np.load(path).ravel()
         return out
@@ -279,16 +279,22 @@ class Workbench:
         return self._start("eval_perf / eval_memory", work, "perf")
 
     def hybrid_candidates(self) -> list[tuple[str, str, str]]:
-        """``(node name, op type, output tensor)`` of the float graph's nodes that can stay in float16."""
+        """``(layer name, op type, stored tensor)`` of the NPU layers that can stay in float16 — named as
+        the Accuracy page and the hybrid cfg name them (``graph/layer_index``)."""
+        from openrknn.graph.layer_index import npu_layer_table
         model = self.model
         if model is None or model.golden is None:
             return []
-        return [(n.name, n.op_type, n.output[0] if n.output else "") for n in model.golden.graph.node
-                if n.name and n.op_type != "Constant"]
+        return [(name, op, name) for name, op in npu_layer_table(model.graph.graph)]
 
     def float_layers(self) -> list[str]:
+        """The layers in float16 now, by layer name (the build records node names)."""
+        from openrknn.graph.layer_index import layer_of_node
         model = self.model
-        return list(model.metadata.get("quantization", {}).get("float_layers", [])) if model is not None else []
+        if model is None:
+            return []
+        names = layer_of_node(model.graph.graph)
+        return list(dict.fromkeys(names.get(n, n) for n in model.metadata.get("quantization", {}).get("float_layers", [])))
 
     def start_hybrid(self, layers: list[str]) -> Job | dict[str, str]:
         """Rebuild quantized with ``layers`` kept in float16 (the hybrid quantization mechanism)."""
@@ -296,8 +302,12 @@ class Workbench:
         if self.model is None or not self.build_options.get("listing"):
             return self._fail("hybrid", {"layers": "build the model quantized (with a dataset) first"})
 
+        from openrknn.graph.layer_index import node_of_layer
+        nodes = node_of_layer(self.model.graph.graph)
+        chosen = [nodes.get(layer, layer) for layer in layers]   # hybrid settings take node names
+
         def work(job: Job) -> bool:
-            if rebuild_with_float_layers(self.rknn, self.build_options["listing"], layers) != 0:
+            if rebuild_with_float_layers(self.rknn, self.build_options["listing"], chosen) != 0:
                 self.errors["hybrid"] = {"layers": " ".join(errors_in(job.lines))}
                 return False
             self.analysis_dir, self.perf_reports, self.inference = None, [], []
@@ -315,7 +325,7 @@ class Workbench:
 
         def work(job: Job) -> bool:
             try:
-                data = read_input(image, model.inputs[0])
+                data = read_input(image, model.inputs[0], resize=True, caller="inference")
             except Exception as e:  # noqa: BLE001 - any unreadable input is shown next to the field
                 log.error(f"inference: cannot read '{os.path.basename(image)}': {e}")
                 self.errors["inference"] = {"image": " ".join(errors_in(job.lines))}

@@ -69,17 +69,30 @@ def test_fp16_analysis_writes_every_artefact(tmp_path, capsys):
     y = next(r for r in records if r["tensor"] == "y")
     assert f"{y['entire_cos']:.5f}" == rows["y"].split()[0]
     assert float(next(r for r in table if r["tensor"] == "y")["single_euc"]) == pytest.approx(y["single_euc"])
-    # per-tensor dumps, named through map_name_to_file.txt: the vendor's .txt plus npy/<name>_float.npy
+    # per-tensor dumps, named through map_name_to_file.txt: the vendor's .txt plus npy/<name>.npy (its names)
     mapping = dict(line.split() for line in (out / "map_name_to_file.txt").read_text().splitlines())
     assert mapping["y"] == "y.txt"
-    golden_y = np.load(out / "golden" / "npy" / "y_float.npy")
-    simulated_y = np.load(out / "simulator" / "npy" / "y_float.npy")
+    golden_y = np.load(out / "golden" / "npy" / "y.npy")
+    simulated_y = np.load(out / "simulator" / "npy" / "y.npy")
     assert golden_y.shape == simulated_y.shape == (1, 4, 16, 16)
     assert cosine(golden_y, simulated_y) == pytest.approx(y["entire_cos"], abs=1e-6)
     golden_txt = np.genfromtxt(out / "golden" / "y.txt")      # how vendor scripts read the snapshot
     simulated_txt = np.genfromtxt(out / "simulator" / mapping["y"])
     np.testing.assert_array_equal(golden_txt.astype(np.float32), golden_y.reshape(-1))
     np.testing.assert_array_equal(simulated_txt.astype(np.float32), simulated_y.reshape(-1))
+
+
+def test_output_dir_none_writes_the_two_text_files_to_snapshot(tmp_path, monkeypatch):
+    """rknn-toolkit2: output_dir=None gives ./snapshot/error_analysis.txt and map_name_to_file.txt, no dumps."""
+    rknn = built(three_convs(tmp_path / "m.onnx"))
+    x = str(sample(tmp_path))
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert rknn.accuracy_analysis(inputs=[x], output_dir=None) == 0
+    written = sorted(str(p.relative_to(work)) for p in work.rglob("*"))
+    assert written == ["snapshot", "snapshot/error_analysis.txt", "snapshot/map_name_to_file.txt"]
+    assert "[Conv]" in (work / "snapshot" / "error_analysis.txt").read_text()
 
 
 def test_png_plot_marks_worst_layers(tmp_path):
@@ -132,7 +145,7 @@ def test_toolkit1_dataset_file_form(tmp_path):
     assert golden_x[0]["tensor"] == "x"
     mapping = dict(line.split() for line in (tmp_path / "t1" / "map_name_to_file.txt").read_text().splitlines())
     assert mapping["x"] == "x.txt"
-    assert np.array_equal(np.load(tmp_path / "t1" / "golden" / "npy" / "x_float.npy"), np.load(first))   # first line used
+    assert np.array_equal(np.load(tmp_path / "t1" / "golden" / "npy" / "x.npy"), np.load(first))   # first line used
 
 
 def test_wrong_input_count_is_an_error(tmp_path):

@@ -51,8 +51,9 @@ def test_convert_info_run(conv_model, tmp_path, capsys):
         assert expected in info
     img = tmp_path / "img.png"
     Image.fromarray(np.random.default_rng(1).integers(0, 256, (20, 24, 3), dtype=np.uint8)).save(img)
-    assert openrknn_main(["run", str(rknn_path), "--input", str(img)]) == 0
-    assert "-----TOP 5-----" in capsys.readouterr().out
+    assert openrknn_main(["run", str(rknn_path), "--input", str(img), "--resize"]) == 0
+    out = capsys.readouterr().out
+    assert "-----TOP 5-----" in out and "W run: image 'img.png' resized from 24×20" in out
     assert openrknn_main(["info", str(img)]) == 1
 
 

@@ -25,3 +25,35 @@ def test_missing_model_file_names_the_file_and_the_fix(tmp_path, capsys, monkeyp
     for line, name in zip(lines, ("mobilenet_v2.onnx", "mobilenet_v1.tflite", "mobilenet_v1.rknn")):
         assert f"'{name}' does not exist" in line and str(tmp_path / name) in line
     assert "download" in lines[0] and "download" in lines[1] and "export" in lines[2]
+
+
+VENDOR_MISSING_MODEL = """from rknn.api import RKNN
+rknn = RKNN()
+rknn.config(target_platform='rk3588')
+ret = rknn.load_onnx(model='./missing.onnx')
+if ret != 0:
+    print('Load model failed!')
+    exit(ret)
+"""
+
+
+def test_exit_status_of_a_vendor_script_whose_model_is_missing(tmp_path):
+    """The example's own ``exit(ret)`` with the documented -1 gives status 255 and one E line.
+
+    rknn-toolkit2 2.5.0 exits 1 instead because its load_onnx raises ValueError (a traceback) for a
+    missing file rather than returning -1; openrknn keeps the documented return (docs/command-line.md).
+    """
+    import os
+    from pathlib import Path
+    (tmp_path / "script.py").write_text(VENDOR_MISSING_MODEL)
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": repo}
+    ours = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert ours.returncode == 255 and "Traceback" not in ours.stderr
+    assert [ln for ln in ours.stdout.splitlines() if ln.startswith("E ")][0].startswith("E load_onnx: model file")
+    reference = Path("/work/rknn-ref/bin/python")
+    if reference.is_file():   # the oracle, run outside the project so its own rknn package is imported
+        vendor = subprocess.run([str(reference), "-I", "script.py"], cwd=tmp_path, capture_output=True, text=True,
+                                timeout=300)
+        assert vendor.returncode == 1 and "ValueError" in vendor.stderr

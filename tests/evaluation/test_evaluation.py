@@ -253,3 +253,23 @@ def test_evaluate_bad_input_returns_none(classification, tmp_path, capsys):
     (tmp_path / "images").symlink_to(root / "images")
     assert rknn.evaluate(str(tmp_path / "broken.txt"), workers=1, cache=None) is None
     assert "not_there.png" in capsys.readouterr().out
+
+
+def test_coco_without_annotations_is_refused(tmp_path):
+    """mAP over a COCO file with no ground truth would print 0.0000 as if the model found nothing."""
+    from openrknn.errors import ConfigError
+    detection_set(tmp_path)
+    data = json.loads((tmp_path / "instances.json").read_text())
+    data["annotations"] = []
+    (tmp_path / "empty.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="no annotations"):
+        open_dataset(str(tmp_path / "empty.json"))
+    assert open_dataset(str(tmp_path / "empty.json"), task="cosine").task == "cosine"   # outputs only: fine
+
+
+def test_cli_eval_shows_progress(classification, capsys):
+    from openrknn.cli.main import main
+    root, model, _ = classification
+    assert main(["eval", str(model), "--dataset", str(root / "images"), "--no-cache", "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "I evaluate" in err and "100%" in err and "img" in err

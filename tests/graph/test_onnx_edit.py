@@ -82,9 +82,28 @@ def test_dataset_is_transformed_beside_export_path(tmp_path):
     (tmp_path / "out").mkdir()
     assert onnx_edit(model=str(src), export_path=str(tmp_path / "out" / "e.onnx"),
                      inputs_transform={"k_in": "a,b,c,d->1,ad,b,c"}, dataset=str(tmp_path / "dataset.txt")) == 0
-    new_line = (tmp_path / "out" / "e_dataset.txt").read_text().split()
-    assert len(new_line) == 1 and Path(new_line[0]).parent == tmp_path / "out" / "e_dataset"
-    np.testing.assert_array_equal(np.load(new_line[0]), x.transpose(0, 3, 1, 2).reshape(1, 2048, 4, 1))
+    # rknn-toolkit2's names: dataset_for_<export stem>.txt and dataset_for_<export stem>/<original name>,
+    # listed relative to the new file (its example scripts build with './dataset_for_<stem>.txt')
+    new_line = (tmp_path / "out" / "dataset_for_e.txt").read_text().split()
+    assert new_line == ["./dataset_for_e/k.npy"]
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "dataset_for_e" / "k.npy"),
+                                  x.transpose(0, 3, 1, 2).reshape(1, 2048, 4, 1))
+    assert not (tmp_path / "out" / "e_dataset.txt").exists()
+
+
+def test_vendor_script_builds_with_the_transformed_dataset(tmp_path, monkeypatch):
+    """rknn-toolkit2's onnx_edit example: edit, then build with './dataset_for_<edited stem>.txt'."""
+    from rknn.api import RKNN
+    src = _model(tmp_path / "m.onnx")
+    np.save(tmp_path / "k.npy", np.random.default_rng(3).normal(size=(32, 4, 1, 64)).astype(np.float32))
+    (tmp_path / "dataset.txt").write_text("./k.npy\n")
+    monkeypatch.chdir(tmp_path)
+    assert onnx_edit(model="./m.onnx", export_path="./m_edited.onnx", inputs_transform={"k_in": "a,b,c,d->1,ad,b,c"},
+                     dataset="./dataset.txt") == 0
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(model="./m_edited.onnx") == 0
+    assert rknn.build(do_quantization=True, dataset="./dataset_for_m_edited.txt") == 0
 
 
 def test_errors_return_minus_one_with_a_message(tmp_path, capsys):

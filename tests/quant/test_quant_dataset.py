@@ -94,3 +94,13 @@ def test_facade_bad_dataset_returns_minus_one(quant_setup, tmp_path, capsys):
     assert "E build:" in capsys.readouterr().out and "empty.txt" in capsys.readouterr().out + "empty.txt"
     assert rknn.export_rknn(str(tmp_path / "out.rknn")) == -1
     assert not (tmp_path / "out.rknn").exists()
+
+
+def test_resized_images_give_one_summary_line(tmp_path, capsys):
+    for i in range(5):
+        _png(tmp_path / f"big{i}.png", size=(20, 12))
+    (tmp_path / "ds.txt").write_text("".join(f"big{i}.png\n" for i in range(5)))
+    assert len(load_dataset(str(tmp_path / "ds.txt"), [IMAGE])) == 5
+    warnings = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W ")]
+    assert len(warnings) == 1
+    assert "5 of 5 image(s) resized" in warnings[0] and "big0.png" in warnings[0] and "20x12 to 8x8" in warnings[0]

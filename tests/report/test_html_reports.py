@@ -77,3 +77,17 @@ def test_api_writes_the_three_reports(tmp_path: Path):
     assert f"{perf['total_time']} us" in html and 'class="bar"' in html
     memory = rknn.eval_memory(is_print=False, report_path=str(tmp_path / "mem.html"))
     assert str(memory["total_memory"]) in (tmp_path / "mem.html").read_text()
+
+
+def test_histogram_bars_fill_the_axis_and_legends_do_not_overlap():
+    rng = np.random.default_rng(0)
+    bulk = rng.normal(0, 1, 5000).tolist()
+    svg = histograms({"float (golden)": bulk + [40.0, -30.0], "simulator": bulk + [38.0]}, bins=40)
+    used = {int(i) for i, c in enumerate(re.findall(r'data-series="float \(golden\)" data-count="(\d+)"', svg))
+            if int(c) > 0}
+    assert len(used) >= 30                          # a few outliers no longer squeeze the bulk into a corner
+    assert sum(int(c) for c in re.findall(r'data-series="simulator" data-count="(\d+)"', svg)) == 5001
+    legends = [(float(x), text) for x, text in re.findall(r'class="legend" x="([\d.]+)"[^>]*>([^<]*)<', svg)]
+    assert len(legends) == 2
+    (x0, text0), (x1, _) = legends
+    assert x1 >= x0 + 6 * len(text0)                # the second label starts after the first one's text

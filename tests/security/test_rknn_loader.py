@@ -235,13 +235,15 @@ def test_absurd_input_in_rknn_is_refused_at_load(exported, capsys):
     ({"dynamic_input": [[[1, 3, 48, 192]], [[1, 3, 48, 320]]]}, {}),
 ])
 def test_real_model_with_dynamic_dims_builds_exports_and_loads(shared_data, tmp_path, config, load):
-    """PP-OCR cls: ONNX dims of -1 and '?' reach the header as -1 (output batch); loading must accept them."""
+    """PP-OCR cls: ONNX dims of -1 and '?' reach the header as -1 (output batch, dynamic_input); loading must
+    accept them. With every input size fixed (input_size_list), the output's -1 is resolved to its size."""
     rknn = RKNN()
     assert rknn.config(target_platform="rk3588", **config) == 0
     assert rknn.load_onnx(str(shared_data / "models" / "onnx" / "ch_ppocr_mobile_v2.0_cls_infer.onnx"), **load) == 0
     assert rknn.build(do_quantization=False) == 0
     assert rknn.export_rknn(str(tmp_path / "cls.rknn")) == 0
-    assert decode((tmp_path / "cls.rknn").read_bytes()).header["outputs"][0]["shape"] == [-1, 2]
+    expected = [1, 2] if "input_size_list" in load else [-1, 2]
+    assert decode((tmp_path / "cls.rknn").read_bytes()).header["outputs"][0]["shape"] == expected
     back = RKNN()
     assert back.load_rknn(str(tmp_path / "cls.rknn")) == 0
     assert back.init_runtime() == 0

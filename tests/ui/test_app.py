@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from openrknn.graph.layer_index import count_layers
 from openrknn.model_file import load_model_bytes
 from tests.ui.conftest import wait_job
 
@@ -68,7 +69,11 @@ def test_convert_analyse_export_flow(client, small_model, tmp_path):
                                    "do_quantization": "on", "dataset": str(calib)})
     graph = client.get("/graph").text
     count = int(re.search(r'id="layer-count">(\d+) layers', graph).group(1))
-    assert count == graph.count('<g class="layer"') and count >= 4
+    boxes = int(re.search(r'(\d+) boxes: ', graph).group(1))
+    assert count == count_layers(client.bench.model.graph.graph) and count >= 4   # build, info, every page
+    # + the input/output operators and the cascaded GlobalAveragePool's second step (16x16 → 2x2 → 1x1)
+    assert boxes == graph.count('<g class="layer"') == count + 2 + 1
+    assert f"{boxes} boxes: {count} layers + 2 input/output operators + 1 extra steps" in graph
     assert 'data-dtype="int8"' in graph
 
     start(client, "/accuracy", files={"image": ("c0.npy", (calib / "c0.npy").read_bytes())})

@@ -109,7 +109,9 @@ def convert_and_analyse(driver, url: str, bench, model: Path, calib: Path, size:
     WebDriverWait(driver, 90, 0.1).until(lambda d: d.current_url.endswith("/graph"))
     text = driver.find_element(By.ID, "layer-count").text
     count = int(re.match(r"(\d+) layers", text).group(1))
-    assert count == len(driver.find_elements(By.CSS_SELECTOR, "#layer-graph g.layer"))
+    assert count == bench_layer_count(bench)
+    boxes = int(re.search(r"(\d+) boxes", text).group(1))
+    assert boxes == len(driver.find_elements(By.CSS_SELECTOR, "#layer-graph g.layer")) >= count + 2
     assert driver.find_elements(By.CSS_SELECTOR, '#layer-graph g.layer[data-dtype="int8"]')
     snap("4-graph")
 
@@ -131,6 +133,15 @@ def convert_and_analyse(driver, url: str, bench, model: Path, calib: Path, size:
     assert driver.find_elements(By.CSS_SELECTOR, 'rect.bin[data-series="simulator"]')
     snap("5-accuracy")
     return count
+
+
+def bench_layer_count(bench) -> int:
+    from openrknn.graph.layer_index import count_layers
+    return count_layers(bench.model.graph.graph)
+
+
+def no_sideways_scroll(driver) -> bool:
+    return driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth + 1")
 
 
 def export_and_download(driver, url: str, bench, downloads: Path) -> bytes:
@@ -194,6 +205,12 @@ def test_pp_ocr_cls_in_the_browser(browser, workbench, shared_data, tmp_path, do
     count = convert_and_analyse(browser, url, bench, model, calib, "1,3,48,192", "x", "123.675 116.28 103.53",
                                 "58.395 57.12 57.375", "ocr-")
     assert count > 20
+    legends = browser.find_elements(By.CSS_SELECTOR, "svg.histogram text.legend")   # the layer's histograms
+    assert len(legends) == 2 and legends[0].rect["x"] + legends[0].rect["width"] <= legends[1].rect["x"]
+    browser.get(url + "/perf")
+    fill(browser, **{"chip-rk3566": "on"})
+    submit(browser, "/perf")
+    assert no_sideways_scroll(browser)
     data = export_and_download(browser, url, bench, downloads)
     assert load_model_bytes(data).inputs[0].shape[-2:] in ([48, 192], [192, 3])
 
