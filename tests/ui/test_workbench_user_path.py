@@ -12,13 +12,12 @@ pytest.importorskip("starlette", reason="the workbench tests need the 'ui' extra
 pytest.importorskip("multipart", reason="the workbench tests need python-multipart (the 'ui' extra)")
 pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx (the 'test' extra)")
 
-from starlette.testclient import TestClient  # noqa: E402
 
 from openrknn.graph.layer_index import count_layers  # noqa: E402
 from openrknn.ui.app import create_app  # noqa: E402
 from openrknn.ui.jobs import JobRunner  # noqa: E402
 from tests.ui.conftest import wait_job  # noqa: E402
-from tests.ui.test_app import start, upload_model  # noqa: E402
+from tests.ui.test_app import logged_in, start, upload_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -26,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def client(tmp_path: Path):
     app = create_app(str(tmp_path / "work"))
-    with TestClient(app) as c:
+    with logged_in(app) as c:   # the start URL's token and the CSRF header, as the guard asks
         c.bench = app.state.bench
         yield c
 
