@@ -24,6 +24,7 @@ import numpy as np
 from openrknn.capi import structs as s
 from openrknn.capi.tensors import ApiError
 
+FLAG_FENCE_IN_OUTSIDE, FLAG_FENCE_OUT_OUTSIDE = 0x40, 0x80
 _contexts: dict[int, Any] = {}
 _memories: dict[int, int] = {}          # rknn_tensor_mem address -> context that created it
 _ids = itertools.count(0x5100)          # never 0: a zeroed rknn_context is invalid
@@ -106,6 +107,9 @@ def init(ctx_out: int, model: int, size: int, flags: int, extend: int) -> int:
     if not ctx_out:
         raise ApiError(s.ERR_PARAM_INVALID, "context is NULL: pass the address of an rknn_context")
     ext = s.at(s.rknn_init_extend, extend) if extend else None
+    if flags & (FLAG_FENCE_IN_OUTSIDE | FLAG_FENCE_OUT_OUTSIDE):
+        raise ApiError(s.ERR_PARAM_INVALID, "RKNN_FLAG_FENCE_IN_OUTSIDE / FENCE_OUT_OUTSIDE need the NPU driver's "
+                                            "sync fences, which this CPU runtime has not; run without them")
     if flags & s.FLAG_SHARE_WEIGHT_MEM:
         if ext is None or not ext.ctx:
             raise ApiError(s.ERR_PARAM_INVALID, "RKNN_FLAG_SHARE_WEIGHT_MEM needs rknn_init_extend.ctx set to the "
