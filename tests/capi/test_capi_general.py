@@ -199,3 +199,29 @@ def test_rknnlite_pass_through_on_a_quantized_model_with_mean_std(models):
     real = (q.astype(np.float32) - np.float32(params["zero_point"][0])) * np.float32(params["scale"][0])
     via_pass_through = lite_outputs(models["int8"], [real], inputs_pass_through=[1])[0]
     np.testing.assert_array_equal(via_pass_through, lite_outputs(models["int8"], [x])[0])
+
+
+def test_the_library_joins_a_running_python_process(lib, models):
+    """Loaded with ctypes into this interpreter (no second interpreter), driven through the ctypes structures
+    of runtime/librknnrt.py, the binding written for Rockchip's library: the same ABI from both sides."""
+    import ctypes
+
+    from openrknn.capi import structs as s
+    library = ctypes.CDLL(str(lib / "lib" / "librknnrt.so"))
+    data = models["int8"].read_bytes()
+    ctx = s.rknn_context(0)
+    assert library.rknn_init(ctypes.byref(ctx), data, len(data), 0, None) == 0
+    attr = s.rknn_tensor_attr(index=0)
+    assert library.rknn_query(ctx, s.QUERY_INPUT_ATTR, ctypes.byref(attr), ctypes.sizeof(attr)) == 0
+    assert attr.name == b"x" and attr.fmt == NHWC and list(attr.dims[:4]) == [1, 16, 16, 3]
+    x = image(11)
+    feed = s.rknn_input(index=0, buf=x.ctypes.data, size=x.nbytes, pass_through=0, type=UINT8, fmt=NHWC)
+    assert library.rknn_inputs_set(ctx, 1, ctypes.byref(feed)) == 0
+    assert library.rknn_run(ctx, None) == 0
+    out = s.rknn_output(want_float=1, index=0)
+    assert library.rknn_outputs_get(ctx, 1, ctypes.byref(out), None) == 0
+    got = np.frombuffer(ctypes.string_at(out.buf, out.size), np.float32).copy()
+    assert library.rknn_outputs_release(ctx, 1, ctypes.byref(out)) == 0
+    assert library.rknn_destroy(ctx) == 0
+    assert library.rknn_destroy(ctx) == -7          # RKNN_ERR_CTX_INVALID
+    np.testing.assert_array_equal(got, lite_outputs(models["int8"], [x])[0].reshape(-1))
