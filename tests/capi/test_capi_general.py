@@ -225,3 +225,28 @@ def test_the_library_joins_a_running_python_process(lib, models):
     assert library.rknn_destroy(ctx) == 0
     assert library.rknn_destroy(ctx) == -7          # RKNN_ERR_CTX_INVALID
     np.testing.assert_array_equal(got, lite_outputs(models["int8"], [x])[0].reshape(-1))
+
+
+def test_an_embedded_tflite_runs_on_litert_as_in_rknnlite(general, tmp_path, monkeypatch):
+    """The backend is RKNNLite's choice: LiteRT for a .rknn with its TFLite export; the simulator when forced."""
+    pytest.importorskip("ai_edge_litert", reason="LiteRT is not installed (pip install 'openrknn[litert]')")
+    rng = np.random.default_rng(0)
+    samples = [rng.uniform(0, 255, (1, 16, 16, 3)).astype(np.float32) for _ in range(4)]
+    rknn = quantized_build(three_convs(tmp_path / "t.onnx"), samples, quantized_method="layer",
+                           mean_values=[[127.5] * 3], std_values=[[127.5] * 3])
+    model = tmp_path / "lite.rknn"
+    assert rknn.export_rknn(str(model), embed_tflite=True) == 0
+    monkeypatch.delenv("OPENRKNN_TEFLON", raising=False)
+    x = image(12)
+    stdout, outputs = _run_general(general, model, x, UINT8, NHWC, 0, 1, tmp_path)
+    assert "(LiteRTRuntime)" in stdout
+    expected = lite_outputs(model, [x])[0]
+    np.testing.assert_array_equal(np.frombuffer(outputs[0], np.float32).reshape(expected.shape), expected)
+    monkeypatch.setenv("OPENRKNN_CAPI_BACKEND", "onnxruntime")
+    stdout, outputs = _run_general(general, model, x, UINT8, NHWC, 0, 1, tmp_path)
+    assert "(Simulator)" in stdout
+    from rknnlite.api import RKNNLite
+    lite = RKNNLite(backend="onnxruntime")
+    assert lite.load_rknn(str(model)) == 0 and lite.init_runtime() == 0
+    expected = lite.inference(inputs=[x])[0]
+    np.testing.assert_array_equal(np.frombuffer(outputs[0], np.float32).reshape(expected.shape), expected)
