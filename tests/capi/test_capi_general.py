@@ -164,7 +164,7 @@ def test_a_rockchip_file_is_refused(general, tmp_path):
     assert "compiled by Rockchip's toolkit" in result.stderr
 
 
-@pytest.mark.parametrize("mode", ["native", "float", "nhwc"])
+@pytest.mark.parametrize("mode", ["native", "float", "nhwc", "fd"])
 def test_zero_copy_reads_and_writes_the_callers_memory(mode, lib, models, tmp_path):
     from openrknn.capi.tensors import nchw_to_nc1hwc2
     program = compile_program(lib, "zero_copy.c", tmp_path / "zero_copy")
@@ -182,9 +182,11 @@ def test_zero_copy_reads_and_writes_the_callers_memory(mode, lib, models, tmp_pa
             np.testing.assert_array_equal(np.frombuffer(got, np.float32).reshape(expected.shape), expected)
             continue
         q = as_stored(expected, stored)
-        want = nchw_to_nc1hwc2(q, c2) if mode == "native" else q.transpose(0, 2, 3, 1)
+        want = nchw_to_nc1hwc2(q, c2) if mode in ("native", "fd") else q.transpose(0, 2, 3, 1)
         assert got == np.ascontiguousarray(want).tobytes()
     assert "native input fmt=1 type=2" in result.stdout
+    if mode == "fd":
+        assert "fd memory: runtime mapping differs from this program's" in result.stdout
 
 
 def test_rknnlite_pass_through_on_a_quantized_model_with_mean_std(models):

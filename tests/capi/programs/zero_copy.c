@@ -4,13 +4,18 @@
  *
  * usage: zero_copy MODEL IN1.bin IN2.bin OUT_PREFIX MODE
  *   IN*.bin: uint8 NHWC images. MODE: native (outputs in the native attribute, e.g. NC1HWC2 int8),
- *   float (outputs set to FLOAT32 NCHW, size x4), nhwc (NATIVE_NHWC_OUTPUT_ATTR).
+ *   float (outputs set to FLOAT32 NCHW, size x4), nhwc (NATIVE_NHWC_OUTPUT_ATTR), fd (as native, but the
+ *   input memory is a memfd given by fd (the runtime maps it; this program writes through its own mapping)
+ *   and the outputs are this program's malloc'ed buffers given by rknn_create_mem_from_phys).
  * Frame 1 runs IN1; frame 2 writes IN2 straight into the same input memory and runs again without
  * another rknn_set_io_mem. Writes OUT_PREFIX<frame>_<output>.bin.
  */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "rknn_api.h"
 
@@ -42,9 +47,23 @@ int main(int argc, char** argv) {
     input_attrs[0].type = RKNN_TENSOR_UINT8;
     input_attrs[0].fmt = RKNN_TENSOR_NHWC;
     uint32_t input_size = input_attrs[0].n_elems;   /* one byte per element */
-    rknn_tensor_mem* input_mem = rknn_create_mem(ctx, input_size);
+    int use_fd = strcmp(argv[5], "fd") == 0;
+    rknn_tensor_mem* input_mem = NULL;
+    void* input_view = NULL;                         /* where this program writes the input */
+    if (use_fd) {
+        int fd = memfd_create("rknn_input", 0);
+        if (fd < 0 || ftruncate(fd, input_size) != 0) return 1;
+        input_mem = rknn_create_mem_from_fd(ctx, fd, NULL, input_size, 0);
+        input_view = mmap(NULL, input_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (input_view == MAP_FAILED) return 1;
+        printf("fd memory: runtime mapping %s this program's\n", input_mem && input_mem->virt_addr != input_view
+                                                                   ? "differs from" : "is");
+    } else {
+        input_mem = rknn_create_mem(ctx, input_size);
+        if (input_mem) input_view = input_mem->virt_addr;
+    }
     if (!input_mem) { printf("rknn_create_mem fail\n"); return 1; }
-    if (load(argv[2], input_mem->virt_addr, input_size) != 0) { printf("bad input\n"); return 1; }
+    if (load(argv[2], input_view, input_size) != 0) { printf("bad input\n"); return 1; }
     ret = rknn_set_io_mem(ctx, input_mem, &input_attrs[0]);
     if (ret < 0) { printf("rknn_set_io_mem fail! ret=%d\n", ret); return 1; }
 
@@ -69,13 +88,14 @@ int main(int argc, char** argv) {
         }
         printf("output %u fmt=%d type=%d n_dims=%u size=%u\n", i, output_attrs[i].fmt, output_attrs[i].type,
                output_attrs[i].n_dims, size);
-        output_mems[i] = rknn_create_mem(ctx, size);
+        output_mems[i] = use_fd ? rknn_create_mem_from_phys(ctx, 0x10000000ull, malloc(size), size)
+                                : rknn_create_mem(ctx, size);
         ret = rknn_set_io_mem(ctx, output_mems[i], &output_attrs[i]);
         if (ret < 0) { printf("rknn_set_io_mem fail! ret=%d\n", ret); return 1; }
     }
 
     for (int frame = 1; frame <= 2; frame++) {
-        if (frame == 2 && load(argv[3], input_mem->virt_addr, input_size) != 0) return 1;
+        if (frame == 2 && load(argv[3], input_view, input_size) != 0) return 1;
         rknn_mem_sync(ctx, input_mem, RKNN_MEMORY_SYNC_TO_DEVICE);
         ret = rknn_run(ctx, NULL);
         if (ret < 0) { printf("rknn_run fail! ret=%d\n", ret); return 1; }
