@@ -252,3 +252,39 @@ def test_an_embedded_tflite_runs_on_litert_as_in_rknnlite(general, tmp_path, mon
     assert lite.load_rknn(str(model)) == 0 and lite.init_runtime() == 0
     expected = lite.inference(inputs=[x])[0]
     np.testing.assert_array_equal(np.frombuffer(outputs[0], np.float32).reshape(expected.shape), expected)
+
+
+def test_memory_perf_and_error_codes_in_process(lib, models, capfd):
+    import ctypes
+
+    from openrknn.capi import structs as s
+    library = ctypes.CDLL(str(lib / "lib" / "librknnrt.so"))
+    library.rknn_create_mem.restype = ctypes.c_void_p
+    library.rknn_create_mem.argtypes = [ctypes.c_uint64, ctypes.c_uint32]
+    data = models["float"].read_bytes()
+    plain, perf = s.rknn_context(0), s.rknn_context(0)
+    assert library.rknn_init(ctypes.byref(plain), data, len(data), 0, None) == 0
+    assert library.rknn_init(ctypes.byref(perf), data, len(data), s.FLAG_COLLECT_PERF_MASK, None) == 0
+    detail = s.rknn_perf_detail()
+    assert library.rknn_query(plain, s.QUERY_PERF_DETAIL, ctypes.byref(detail), ctypes.sizeof(detail)) == -5
+    assert "RKNN_FLAG_COLLECT_PERF_MASK" in capfd.readouterr().err
+    assert library.rknn_query(perf, s.QUERY_PERF_DETAIL, ctypes.byref(detail), ctypes.sizeof(detail)) == 0
+    assert b"last run" in ctypes.string_at(detail.perf_data, detail.data_len)
+    sizes = s.rknn_mem_size()
+    assert library.rknn_query(plain, s.QUERY_MEM_SIZE, ctypes.byref(sizes), ctypes.sizeof(sizes)) == 0
+    assert sizes.total_weight_size > 0 and sizes.total_sram_size == 0
+    small = library.rknn_create_mem(plain, 4)
+    big = library.rknn_create_mem(plain, sizes.total_weight_size + sizes.total_internal_size)
+    assert small and big
+    assert library.rknn_set_weight_mem(plain, ctypes.c_void_p(small)) == -5
+    assert library.rknn_set_weight_mem(plain, ctypes.c_void_p(big)) == 0
+    assert library.rknn_set_internal_mem(plain, ctypes.c_void_p(big)) == 0
+    assert library.rknn_mem_sync(plain, ctypes.c_void_p(big), 4) == -5
+    assert library.rknn_mem_sync(plain, ctypes.c_void_p(big), 3) == 0
+    assert library.rknn_create_mem(12345, 16) is None                       # not a context
+    assert library.rknn_query(12345, s.QUERY_IN_OUT_NUM, ctypes.byref(sizes), 8) == -7
+    assert library.rknn_query(plain, 99, ctypes.byref(sizes), ctypes.sizeof(sizes)) == -5
+    assert library.rknn_outputs_get(perf, 1, ctypes.byref(s.rknn_output()), None) == -9   # nothing run yet
+    for mem in (small, big):
+        assert library.rknn_destroy_mem(plain, ctypes.c_void_p(mem)) == 0
+    assert library.rknn_destroy(plain) == 0 and library.rknn_destroy(perf) == 0
