@@ -228,7 +228,8 @@ def b_from_native(flat: np.ndarray, k: int, n: int, sub_n: int, sub_k: int, segm
 
 
 # ---- the product ----------------------------------------------------------------------------------
-def _params(ctx: MatmulContext, name: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _params(ctx: MatmulContext, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(scales, zero points) set for ``name``; scale 1 and zero point 0 when never set (§3.5.2 step 3)."""
     scale, zp = ctx.quant.get(name, (np.ones(1), np.zeros(1, np.int64)))
     return scale.astype(np.float64), zp.astype(np.int64)
 
@@ -236,7 +237,7 @@ def _params(ctx: MatmulContext, name: str, width: int) -> tuple[np.ndarray, np.n
 def _b_dequant_params(ctx: MatmulContext) -> tuple[np.ndarray, np.ndarray]:
     """Per-(k, n) scale and zero point of B ([K, N] broadcastable)."""
     shape = ctx.shape
-    scale, zp = _params(ctx, "B", shape.n)
+    scale, zp = _params(ctx, "B")
     quant_type = ctx.info["B_quant_type"]
     if quant_type in (PER_GROUP_SYM, PER_GROUP_ASYM):
         group = ctx.info["group_size"]
@@ -259,7 +260,7 @@ def compute(ctx: MatmulContext) -> np.ndarray:
         b_real = b.astype(np.float64) if b_t == "float16" else (b.astype(np.int64) - b_zp) * b_scale
         total = a.astype(np.float64) @ b_real
         return total.astype(np.float32).astype(NUMPY[c_t])
-    a_scale, a_zp = _params(ctx, "A", 1)
+    a_scale, a_zp = _params(ctx, "A")
     acc = (a.astype(np.int64) - a_zp[0]) @ (b.astype(np.int64) - b_zp)
     if c_t in ("int32", "int16"):
         info = np.iinfo(NUMPY[c_t])
@@ -267,7 +268,7 @@ def compute(ctx: MatmulContext) -> np.ndarray:
     real = acc.astype(np.float64) * a_scale[0] * b_scale
     if c_t == "float32":
         return real.astype(np.float32)
-    c_scale, c_zp = _params(ctx, "C", 1)
+    c_scale, c_zp = _params(ctx, "C")
     return np.clip(np.rint(real / c_scale[0]) + c_zp[0], -128, 127).astype(np.int8)
 
 

@@ -94,7 +94,8 @@ class ModelContext:
         self._thread_error: ApiError | None = None
         sets = self.model.metadata.get("dynamic_input") or None
         self.shape_sets: list[list[list[int]]] | None = sets
-        self.input_shapes: list[list[int]] = [list(x) for x in sets[0]] if sets else [list(i.shape) for i in self.model.inputs]
+        self.input_shapes: list[list[int]] = ([list(x) for x in sets[0]] if sets else
+                                              [list(i.shape) for i in self.model.inputs])
         self.output_shapes: list[list[int]] = [list(o.shape) for o in self.model.outputs]
         if sets:
             self.output_shapes = self._infer_output_shapes()
@@ -139,7 +140,8 @@ class ModelContext:
     @staticmethod
     def _check_index(index: int, count: int, what: str) -> None:
         if not 0 <= index < count:
-            raise ApiError(s.ERR_PARAM_INVALID, f"{what} index {index} is out of range: the model has {count} {what}(s)")
+            raise ApiError(s.ERR_PARAM_INVALID,
+                           f"{what} index {index} is out of range: the model has {count} {what}(s)")
 
     # ---- inputs -----------------------------------------------------------------------------------
     def set_input(self, index: int, data: np.ndarray, type_: int, fmt: int, pass_through: bool) -> None:
@@ -195,7 +197,8 @@ class ModelContext:
         if four_d and feed.fmt == s.FORMAT_NC1HWC2:
             array = nc1hwc2_to_nchw(array, c)
         if feed.pass_through:
-            array = dequantize(array, stored) if stored.qnt_type == s.QNT_AFFINE_ASYMMETRIC else array.astype(np.float32)
+            affine = stored.qnt_type == s.QNT_AFFINE_ASYMMETRIC
+            array = dequantize(array, stored) if affine else array.astype(np.float32)
         return array, data_format, int(feed.pass_through)
 
     # ---- run ----------------------------------------------------------------------------------
