@@ -110,3 +110,84 @@ def test_unsupported_combinations_return_param_invalid(program, tmp_path):
     result = run_program(program, 2, 40, 32, INT8_INT32, NORM, NORM, tmp_path / "a.bin", tmp_path / "b.bin",
                          tmp_path / "c.bin")
     assert result.returncode == 3 and "K=40 must be a multiple of 32" in result.stderr
+
+
+class InProcess:
+    """The matmul API called through ctypes in this process (the library joins this interpreter)."""
+
+    def __init__(self, library_path: Path) -> None:
+        import ctypes
+        from openrknn.capi import structs as s
+        self.ct, self.s = ctypes, s
+        self.lib = ctypes.CDLL(str(library_path))
+        self.lib.rknn_create_mem.restype = ctypes.c_void_p
+        self.lib.rknn_create_mem.argtypes = [ctypes.c_uint64, ctypes.c_uint32]
+
+    def info(self, m: int, k: int, n: int, type_: int, b_layout: int = NORM, b_quant: int = 0,
+             group_size: int = 0):
+        return self.s.rknn_matmul_info(M=m, K=k, N=n, type=type_, B_layout=b_layout, B_quant_type=b_quant,
+                                       group_size=group_size)
+
+    def run(self, info, a: bytes, b: bytes, b_scale=None, b_zp=None, native_b: bool = False) -> bytes:
+        ct, s, lib = self.ct, self.s, self.lib
+        ctx, io = s.rknn_context(0), s.rknn_matmul_io_attr()
+        assert lib.rknn_matmul_create(ct.byref(ctx), ct.byref(info), ct.byref(io)) == 0
+        if b_scale is not None:
+            scale = (ct.c_float * len(b_scale))(*b_scale)
+            zp = (ct.c_int32 * len(b_zp))(*b_zp)
+            params = s.rknn_quant_params(name=b"B", scale=scale, scale_len=len(b_scale), zp=zp, zp_len=len(b_zp))
+            assert lib.rknn_matmul_set_quant_params(ctx, ct.byref(params)) == 0
+        mems = [lib.rknn_create_mem(ctx.value, attr.size) for attr in (io.A, io.B, io.C)]
+        data = [s.rknn_tensor_mem.from_address(mem).virt_addr for mem in mems]   # rknn_tensor_mem.virt_addr
+        ct.memmove(data[0], a, len(a))
+        if native_b:
+            assert lib.rknn_B_normal_layout_to_native_layout(b, ct.c_void_p(data[1]), info.K, info.N,
+                                                             ct.byref(info)) == 0
+        else:
+            ct.memmove(data[1], b, len(b))
+        for mem, attr in zip(mems, (io.A, io.B, io.C)):
+            assert lib.rknn_matmul_set_io_mem(ctx, ct.c_void_p(mem), ct.byref(attr)) == 0
+        assert lib.rknn_matmul_run(ctx) == 0
+        out = ct.string_at(data[2], io.C.size)
+        for mem in mems:
+            assert lib.rknn_destroy_mem(ctx, ct.c_void_p(mem)) == 0
+        assert lib.rknn_matmul_destroy(ctx) == 0
+        return out
+
+
+@pytest.fixture(scope="module")
+def in_process(program: Path) -> InProcess:
+    return InProcess(program.parent / "lib" / "librknnrt.so")
+
+
+def test_per_channel_and_per_group_quantized_b(in_process, monkeypatch):
+    monkeypatch.setenv("OPENRKNN_CAPI_PLATFORM", "rk3576")
+    rng = np.random.default_rng(5)
+    m, k, n = 3, 64, 32
+    a = rng.normal(size=(m, k)).astype(np.float16)
+    b = rng.integers(-128, 128, (k, n), dtype=np.int8)
+    scale = rng.uniform(0.01, 0.1, n).astype(np.float32)
+    zp = rng.integers(-5, 5, n).astype(np.int32)
+    out = in_process.run(in_process.info(m, k, n, 5, b_quant=3), a.tobytes(), b.tobytes(), list(scale), list(zp))
+    real_b = (b.astype(np.float64) - zp) * scale.astype(np.float64)          # per channel: one (scale, zp) per column
+    expected = (a.astype(np.float64) @ real_b).astype(np.float32)
+    np.testing.assert_array_equal(np.frombuffer(out, np.float32).reshape(m, n), expected)
+    # per group (int4 B, group 32): K/32 groups of N parameters, the groups first
+    b4 = rng.integers(-8, 8, (k, n)).astype(np.int8)
+    groups = k // 32
+    g_scale = rng.uniform(0.05, 0.2, groups * n).astype(np.float32)
+    out = in_process.run(in_process.info(m, k, n, 7, b_quant=4, group_size=32), a.tobytes(), pack_int4(b4),
+                         list(g_scale), [0] * (groups * n))
+    per_element = np.repeat(g_scale.reshape(groups, n).astype(np.float64), 32, axis=0)
+    expected = (a.astype(np.float64) @ (b4.astype(np.float64) * per_element)).astype(np.float32)
+    np.testing.assert_array_equal(np.frombuffer(out, np.float32).reshape(m, n), expected)
+
+
+def test_int4_native_b_from_the_conversion_call(in_process):
+    rng = np.random.default_rng(6)
+    m, k, n = 2, 64, 128
+    a = rng.integers(-8, 8, (m, k)).astype(np.int8)
+    b = rng.integers(-8, 8, (k, n)).astype(np.int8)
+    out = in_process.run(in_process.info(m, k, n, INT4_INT16, b_layout=NATIVE), pack_int4(a), pack_int4(b),
+                         native_b=True)
+    np.testing.assert_array_equal(np.frombuffer(out, np.int16).reshape(m, n), a.astype(np.int64) @ b.astype(np.int64))
