@@ -10,7 +10,9 @@
  * Frame 1 runs IN1; frame 2 writes IN2 straight into the same input memory and runs again without
  * another rknn_set_io_mem. Writes OUT_PREFIX<frame>_<output>.bin.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
