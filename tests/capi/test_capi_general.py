@@ -88,6 +88,7 @@ def test_attributes_report_stored_types(models, general, tmp_path):
     stdout, _ = _run_general(general, models["int8"], image(2), UINT8, NHWC, 0, 1, tmp_path)
     line = next(l for l in stdout.splitlines() if l.startswith("input "))
     assert "type=2 qnt_type=2" in line                                  # int8, affine
+    assert "  NHWC INT8 AFFINE" in stdout                               # the header's name helpers
     out = next(l for l in stdout.splitlines() if l.startswith("output "))
     dtype, _, _ = stored_output(models["int8"], "y")
     assert "dims=[1,4,16,16]" in out and f"fmt=0 type={TYPE_OF[dtype]}" in out   # NCHW, the stored type

@@ -30,6 +30,7 @@ static void dump_attr(const char* kind, rknn_tensor_attr* a) {
     for (uint32_t i = 0; i < a->n_dims; i++) printf(i ? ",%u" : "%u", a->dims[i]);
     printf("] n_elems=%u size=%u fmt=%d type=%d qnt_type=%d zp=%d scale=%.9g w_stride=%u size_with_stride=%u\n",
            a->n_elems, a->size, a->fmt, a->type, a->qnt_type, a->zp, a->scale, a->w_stride, a->size_with_stride);
+    printf("  %s %s %s\n", get_format_string(a->fmt), get_type_string(a->type), get_qnt_type_string(a->qnt_type));
 }
 
 int main(int argc, char** argv) {

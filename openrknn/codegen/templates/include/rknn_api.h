@@ -266,6 +266,44 @@ typedef struct _rknn_output_extend {
     uint64_t frame_id;
 } rknn_output_extend;
 
+/* ---- printable names (the helpers SDK examples use when dumping attributes) ---- */
+static inline const char* get_type_string(rknn_tensor_type type) {
+    switch (type) {
+        case RKNN_TENSOR_FLOAT32: return "FP32";
+        case RKNN_TENSOR_FLOAT16: return "FP16";
+        case RKNN_TENSOR_INT8: return "INT8";
+        case RKNN_TENSOR_UINT8: return "UINT8";
+        case RKNN_TENSOR_INT16: return "INT16";
+        case RKNN_TENSOR_UINT16: return "UINT16";
+        case RKNN_TENSOR_INT32: return "INT32";
+        case RKNN_TENSOR_UINT32: return "UINT32";
+        case RKNN_TENSOR_INT64: return "INT64";
+        case RKNN_TENSOR_BOOL: return "BOOL";
+        case RKNN_TENSOR_INT4: return "INT4";
+        case RKNN_TENSOR_BFLOAT16: return "BF16";
+        default: return "UNKNOW";
+    }
+}
+
+static inline const char* get_qnt_type_string(rknn_tensor_qnt_type type) {
+    switch (type) {
+        case RKNN_TENSOR_QNT_NONE: return "NONE";
+        case RKNN_TENSOR_QNT_DFP: return "DFP";
+        case RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC: return "AFFINE";
+        default: return "UNKNOW";
+    }
+}
+
+static inline const char* get_format_string(rknn_tensor_format fmt) {
+    switch (fmt) {
+        case RKNN_TENSOR_NCHW: return "NCHW";
+        case RKNN_TENSOR_NHWC: return "NHWC";
+        case RKNN_TENSOR_NC1HWC2: return "NC1HWC2";
+        case RKNN_TENSOR_UNDEFINED: return "UNDEFINED";
+        default: return "UNKNOW";
+    }
+}
+
 /* ---- functions ---- */
 /* size > 0: model points to the model bytes; size == 0: model is a file path. */
 int rknn_init(rknn_context* context, void* model, uint32_t size, uint32_t flag, rknn_init_extend* extend);
