@@ -48,6 +48,7 @@ def test_int8_to_int32_is_the_exact_integer_product(program, tmp_path, b_layout,
     b = rng.integers(-128, 128, (k, n), dtype=np.int8)
     stdout, c = _run(program, tmp_path, m, k, n, INT8_INT32, b_layout, ac_layout, a.tobytes(), b.tobytes())
     np.testing.assert_array_equal(np.frombuffer(c, np.int32).reshape(m, n), a.astype(np.int64) @ b.astype(np.int64))
+    assert "type RKNN_INT8_MM_INT8_TO_INT32" in stdout
     if b_layout == NATIVE:
         assert "B native conversion matches" in stdout
         assert "B dims=[2,2,32,32]" in stdout            # RK3588 int8: [N/32, K/32, 32, 32]

@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
     rknn_matmul_ctx ctx;
     int ret = rknn_matmul_create(&ctx, &info, &io_attr);
     if (ret < 0) { printf("rknn_matmul_create fail! ret=%d\n", ret); return 3; }
+    printf("type %s\n", get_matmul_type_string(info.type));
     printf("A dims=[%u,%u,%u] B dims=[%u,%u,%u,%u] C dims=[%u,%u,%u] sizes %u %u %u\n", io_attr.A.dims[0],
            io_attr.A.dims[1], io_attr.A.dims[2], io_attr.B.dims[0], io_attr.B.dims[1], io_attr.B.dims[2],
            io_attr.B.dims[3], io_attr.C.dims[0], io_attr.C.dims[1], io_attr.C.dims[2], io_attr.A.size,
