@@ -116,3 +116,26 @@ def test_codegen_demo_runs_on_the_library(prefix, model, tmp_path):
     assert "cosine similarity with the openrknn simulator: 1.000000" in ran.stdout
     fed = np.load(demo / "data" / "input_0.npy")
     np.testing.assert_array_equal(np.load(demo / "data" / "demo_output_0.npy"), lite_outputs(model_file, [fed])[0])
+
+
+def test_c_and_ctypes_structures_have_one_layout(tmp_path):
+    """Every structure the bridge reads in place: sizes and offsets as the C compiler lays them out."""
+    import ctypes
+
+    from openrknn.capi import structs as s
+    from openrknn.capi.build import API_HEADER, CAPI_DIR
+    compiler = need_compiler()
+    include = tmp_path / "include"
+    include.mkdir()
+    for header in (API_HEADER, CAPI_DIR / "include" / "rknn_matmul_api.h", CAPI_DIR / "include" / "rknn_custom_op.h"):
+        shutil.copyfile(header, include / header.name)
+    subprocess.run([compiler, f"-I{include}", str(PROGRAMS / "layout.c"), "-o", str(tmp_path / "layout")], check=True)
+    printed = dict(line.rsplit(" ", 1) for line in
+                   subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout.split("\n")
+                   if line)
+    assert len(printed) > 40
+    for key, value in printed.items():
+        struct_name, _, field = key.partition(".")
+        struct = getattr(s, struct_name)
+        got = getattr(struct, field).offset if field else ctypes.sizeof(struct)
+        assert got == int(value), f"{key}: ctypes {got}, C {value}"
