@@ -289,3 +289,45 @@ def test_memory_perf_and_error_codes_in_process(lib, models, capfd):
     for mem in (small, big):
         assert library.rknn_destroy_mem(plain, ctypes.c_void_p(mem)) == 0
     assert library.rknn_destroy(plain) == 0 and library.rknn_destroy(perf) == 0
+
+
+def test_nc1hwc2_native_input_with_pass_through(lib, tmp_path):
+    """An 8-channel input is NC1HWC2 natively (C2 = 8 float16 values); pass_through=1 data in that layout runs."""
+    import ctypes
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from openrknn.capi import structs as s
+    from openrknn.capi.tensors import nchw_to_nc1hwc2
+    from rknn.api import RKNN
+    w = numpy_helper.from_array(np.random.default_rng(0).normal(0, 0.3, (4, 8, 1, 1)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(str(tmp_path / "m.onnx")) == 0 and rknn.build(do_quantization=False) == 0
+    assert rknn.export_rknn(str(tmp_path / "m.rknn")) == 0
+    library = ctypes.CDLL(str(lib / "lib" / "librknnrt.so"))
+    ctx = s.rknn_context(0)
+    assert library.rknn_init(ctypes.byref(ctx), str(tmp_path / "m.rknn").encode(), 0, 0, None) == 0
+    attr = s.rknn_tensor_attr(index=0)
+    assert library.rknn_query(ctx, s.QUERY_NATIVE_INPUT_ATTR, ctypes.byref(attr), ctypes.sizeof(attr)) == 0
+    assert (attr.fmt, attr.type, list(attr.dims[:attr.n_dims])) == (NC1HWC2, FLOAT16, [1, 1, 4, 4, 8])
+    plain = s.rknn_tensor_attr(index=0)
+    assert library.rknn_query(ctx, s.QUERY_INPUT_ATTR, ctypes.byref(plain), ctypes.sizeof(plain)) == 0
+    assert plain.fmt == NCHW and list(plain.dims[:4]) == [1, 8, 4, 4]      # not an image: the model layout
+    x = np.random.default_rng(1).normal(size=(1, 8, 4, 4)).astype(np.float16)
+    native = nchw_to_nc1hwc2(x, 8)
+    feed = s.rknn_input(index=0, buf=native.ctypes.data, size=native.nbytes, pass_through=1, type=FLOAT16,
+                        fmt=NC1HWC2)
+    assert library.rknn_inputs_set(ctx, 1, ctypes.byref(feed)) == 0 and library.rknn_run(ctx, None) == 0
+    out = s.rknn_output(want_float=1, index=0)
+    assert library.rknn_outputs_get(ctx, 1, ctypes.byref(out), None) == 0
+    got = np.frombuffer(ctypes.string_at(out.buf, out.size), np.float32).copy()
+    library.rknn_outputs_release(ctx, 1, ctypes.byref(out))
+    library.rknn_destroy(ctx)
+    expected = lite_outputs(tmp_path / "m.rknn", [x.astype(np.float32)], data_format="nchw", inputs_pass_through=[1])
+    np.testing.assert_array_equal(got, expected[0].reshape(-1))
