@@ -1,12 +1,12 @@
 """Per-call overhead of openrknn's librknnrt (C API) against Python ``RKNNLite`` on the same models, one run.
 
 Builds the library into a temporary prefix, compiles ``bench/capi/capi_loop.c`` and times, per model,
-the median of ``--loops`` inferences (inputs_set + run + outputs_get + release in C; ``inference()``
+the best over ``--rounds`` alternating rounds of the median of ``--loops`` inferences (inputs_set + run + outputs_get + release in C; ``inference()``
 in Python, same uint8 NHWC input) and the median of one ``rknn_query`` call (the cost of crossing into
 the runtime). Models: the tests' small classifier (float16 and int8) and, when ``../shared/models``
 has it, PP-OCR's direction classifier.
 
-Usage: ``python bench/capi_overhead.py [--loops 200] [--data ../shared]``
+Usage: ``python bench/capi_overhead.py [--loops 200] [--rounds 3] [--data ../shared]``
 """
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ def python_median(model: Path, x: np.ndarray, loops: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--loops", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating C / Python rounds (best median kept)")
     parser.add_argument("--data", default=os.environ.get("OPENRKNN_TEST_DATA") or str(REPO.parent / "shared"))
     args = parser.parse_args()
     log.configure(False)
@@ -99,10 +100,12 @@ def main() -> int:
         for name, path, shape in models:
             x = np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
             x.tofile(folder / "x.bin")
-            out = subprocess.run([str(program), str(path), str(folder / "x.bin"), str(args.loops)], env=env,
-                                 capture_output=True, text=True, check=True).stdout.split()
-            query_us, c_us = float(out[0]), float(out[1])
-            py_us = python_median(path, x, args.loops)
+            runs = []
+            for _ in range(args.rounds):   # alternate C and Python: a busy machine drifts; keep each side's best
+                out = subprocess.run([str(program), str(path), str(folder / "x.bin"), str(args.loops)], env=env,
+                                     capture_output=True, text=True, check=True).stdout.split()
+                runs.append((float(out[0]), float(out[1]), python_median(path, x, args.loops)))
+            query_us, c_us, py_us = (min(r[i] for r in runs) for i in range(3))
             print(f"{name:<28} {py_us:>12.1f} {c_us:>10.1f} {c_us / py_us:>9.2f} {query_us:>12.2f}")
     return 0
 

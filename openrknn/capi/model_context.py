@@ -90,6 +90,7 @@ class ModelContext:
         self.last_run_us = 0
         self.perf_text: Any = None
         self.custom_ops: Any = None
+        self._descs: dict[tuple, TensorDesc] = {}
         self._thread: threading.Thread | None = None
         self._thread_error: ApiError | None = None
         sets = self.model.metadata.get("dynamic_input") or None
@@ -131,11 +132,17 @@ class ModelContext:
     # ---- descriptions ---------------------------------------------------------------------------
     def input_desc(self, index: int, native: str | None = None) -> TensorDesc:
         self._check_index(index, len(self.model.inputs), "input")
-        return input_desc(self.model, index, self.input_shapes[index], native)
+        key = ("input", index, native, tuple(self.input_shapes[index]))
+        if key not in self._descs:      # asked on every call of the hot path: describe each tensor once
+            self._descs[key] = input_desc(self.model, index, self.input_shapes[index], native)
+        return self._descs[key]
 
     def output_desc(self, index: int, native: str | None = None) -> TensorDesc:
         self._check_index(index, len(self.model.outputs), "output")
-        return output_desc(self.model, index, self.output_shapes[index], native)
+        key = ("output", index, native, tuple(self.output_shapes[index]))
+        if key not in self._descs:
+            self._descs[key] = output_desc(self.model, index, self.output_shapes[index], native)
+        return self._descs[key]
 
     @staticmethod
     def _check_index(index: int, count: int, what: str) -> None:
