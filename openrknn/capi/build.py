@@ -35,9 +35,14 @@ class PythonLink:
     soname: str           # e.g. libpython3.11.so.1.0 (promoted to RTLD_GLOBAL at start)
 
 
-def _debian_dev_package() -> str:
+def _headers_hint() -> str:
+    """Where this interpreter's headers come from: Debian's package, or the interpreter's own install."""
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    return f"libpython{version}-dev (or python3-dev)"
+    debian = f"sudo apt install libpython{version}-dev (python3-dev for the default python3)"
+    if sys.base_prefix == "/usr":
+        return f"Debian/Ubuntu: {debian}"
+    return (f"this Python ({sys.base_prefix}) is not Debian's: install it with its headers and shared library "
+            f"(pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared), or build with Debian's python3 after {debian}")
 
 
 def find_compiler() -> str:
@@ -52,8 +57,7 @@ def python_link() -> PythonLink:
     """This interpreter's headers and libpython; a clear error naming the Debian package when absent."""
     include = sysconfig.get_paths()["include"]
     if not (Path(include) / "Python.h").is_file():
-        raise ConfigError(f"capi build: Python.h is not in {include}: install the Python headers "
-                          f"(Debian/Ubuntu: sudo apt install {_debian_dev_package()})")
+        raise ConfigError(f"capi build: Python.h is not in {include}: install the Python headers ({_headers_hint()})")
     version = f"{sys.version_info.major}.{sys.version_info.minor}{getattr(sys, 'abiflags', '')}"
     libdir = sysconfig.get_config_var("LIBDIR") or ""
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
@@ -62,8 +66,7 @@ def python_link() -> PythonLink:
         if folder and (Path(folder) / f"libpython{version}.so").exists():
             return PythonLink(include, folder, f"python{version}", soname)
     raise ConfigError(f"capi build: libpython{version}.so is not in {libdir}: install the shared Python library "
-                      f"(Debian/Ubuntu: sudo apt install {_debian_dev_package()}), or use a Python built with "
-                      "--enable-shared")
+                      f"({_headers_hint()})")
 
 
 def _c_string(text: str) -> str:

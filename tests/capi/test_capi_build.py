@@ -64,6 +64,9 @@ def test_missing_compiler_and_headers_name_the_debian_package(monkeypatch):
     monkeypatch.setattr(build.sysconfig, "get_paths", lambda: {"include": "/nonexistent/include"})
     with pytest.raises(ConfigError, match=r"apt install libpython3\.\d+-dev"):
         build.python_link()
+    monkeypatch.setattr(build.sys, "base_prefix", "/usr")
+    with pytest.raises(ConfigError, match=r"Debian/Ubuntu: sudo apt install libpython3\.\d+-dev \(python3-dev"):
+        build.python_link()
 
 
 @pytest.mark.parametrize("find_package", [False, True])
