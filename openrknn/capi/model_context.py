@@ -181,14 +181,12 @@ class ModelContext:
         four_d = len(shape) == 4 and spec.layout in (LAYOUT_NCHW, LAYOUT_NHWC)
         if four_d:
             n, c, h, w = shape if spec.layout == LAYOUT_NCHW else (shape[0], shape[3], shape[1], shape[2])
-            if feed.fmt == s.FORMAT_NHWC:
+            # §5.2.3: with a native NC1HWC2 attribute and pass_through=0 the data is NHWC (converted inside)
+            if feed.fmt == s.FORMAT_NHWC or (feed.fmt == s.FORMAT_NC1HWC2 and not feed.pass_through):
                 dims, data_format = (n, h, w, c), "nhwc"
             elif feed.fmt == s.FORMAT_NCHW:
                 dims, data_format = (n, c, h, w), "nchw"
             elif feed.fmt == s.FORMAT_NC1HWC2:
-                if not feed.pass_through:
-                    raise ApiError(s.ERR_INPUT_INVALID, f"input {index}: NC1HWC2 data needs pass_through=1 "
-                                                        "(with pass_through=0 give NHWC)")
                 c2 = c2_of(feed.type)
                 dims, data_format = (n, -(-c // c2), h, w, c2), "nchw"
             else:
@@ -201,7 +199,7 @@ class ModelContext:
                                                 f"{list(dims)} {s.TYPE_NAMES[feed.type]} "
                                                 f"{s.FORMAT_NAMES.get(feed.fmt, feed.fmt)}")
         array = feed.data[:needed].view(dtype).reshape(dims)
-        if four_d and feed.fmt == s.FORMAT_NC1HWC2:
+        if four_d and feed.fmt == s.FORMAT_NC1HWC2 and feed.pass_through:
             array = nc1hwc2_to_nchw(array, c)
         if feed.pass_through:
             affine = stored.qnt_type == s.QNT_AFFINE_ASYMMETRIC

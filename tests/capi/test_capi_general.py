@@ -328,6 +328,15 @@ def test_nc1hwc2_native_input_with_pass_through(lib, tmp_path):
     assert library.rknn_outputs_get(ctx, 1, ctypes.byref(out), None) == 0
     got = np.frombuffer(ctypes.string_at(out.buf, out.size), np.float32).copy()
     library.rknn_outputs_release(ctx, 1, ctypes.byref(out))
-    library.rknn_destroy(ctx)
     expected = lite_outputs(tmp_path / "m.rknn", [x.astype(np.float32)], data_format="nchw", inputs_pass_through=[1])
     np.testing.assert_array_equal(got, expected[0].reshape(-1))
+    # the native attribute with pass_through=0: the data is NHWC, converted inside (§5.2.3 c)
+    nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+    feed = s.rknn_input(index=0, buf=nhwc.ctypes.data, size=nhwc.nbytes, pass_through=0, type=FLOAT16, fmt=NC1HWC2)
+    assert library.rknn_inputs_set(ctx, 1, ctypes.byref(feed)) == 0 and library.rknn_run(ctx, None) == 0
+    out = s.rknn_output(want_float=1, index=0)
+    assert library.rknn_outputs_get(ctx, 1, ctypes.byref(out), None) == 0
+    got = np.frombuffer(ctypes.string_at(out.buf, out.size), np.float32).copy()
+    library.rknn_outputs_release(ctx, 1, ctypes.byref(out))
+    library.rknn_destroy(ctx)
+    np.testing.assert_array_equal(got, lite_outputs(tmp_path / "m.rknn", [nhwc])[0].reshape(-1))
