@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,10 +74,11 @@ def _c_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def compile_command(compiler: str, link: PythonLink, include_dir: Path, output: Path) -> list[str]:
+def compile_command(compiler: str, link: PythonLink, output: Path) -> list[str]:
     package_root = str(CAPI_DIR.parents[1])
+    include_dirs = dict.fromkeys(f"-I{header.parent}" for header in HEADERS)
     return [*compiler.split(), "-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra", "-Wno-unused-parameter",
-            f"-I{include_dir}", f"-I{link.include}",
+            *include_dirs, f"-I{link.include}",
             f"-DOPENRKNN_PYTHON={_c_string(sys.executable)}",
             f"-DOPENRKNN_PACKAGE_ROOT={_c_string(package_root)}",
             f"-DOPENRKNN_LIBPYTHON={_c_string(link.soname)}",
@@ -131,18 +133,19 @@ def build(prefix: str | os.PathLike[str]) -> Path:
     link = python_link()
     root = Path(prefix).resolve()
     include_dir, lib_dir = root / "include", root / "lib"
-    include_dir.mkdir(parents=True, exist_ok=True)
-    lib_dir.mkdir(parents=True, exist_ok=True)
-    for header in HEADERS:
-        shutil.copyfile(header, include_dir / header.name)
-    staged = lib_dir / f".{LIBRARY}.partial"    # a failed build leaves the installed library as it was
-    command = compile_command(compiler, link, include_dir, staged)
-    log.debug(" ".join(command))
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        staged.unlink(missing_ok=True)
-        raise ConfigError(f"capi build: the compiler failed ({' '.join(command[:1])}):\n{result.stderr.strip()}")
-    os.replace(staged, lib_dir / LIBRARY)
+    with tempfile.TemporaryDirectory(prefix="openrknn-capi-build-") as scratch:   # nothing installed on failure
+        staged = Path(scratch) / LIBRARY
+        command = compile_command(compiler, link, staged)
+        log.debug(" ".join(command))
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ConfigError(f"capi build: the compiler failed ({command[0]}):\n{result.stderr.strip()}")
+        include_dir.mkdir(parents=True, exist_ok=True)
+        lib_dir.mkdir(parents=True, exist_ok=True)
+        for header in HEADERS:
+            shutil.copyfile(header, include_dir / header.name)
+        shutil.copyfile(staged, lib_dir / f".{LIBRARY}.partial")
+        os.replace(lib_dir / f".{LIBRARY}.partial", lib_dir / LIBRARY)   # a running program keeps its old copy
     cmake_dir = lib_dir / "cmake" / "librknnrt"
     cmake_dir.mkdir(parents=True, exist_ok=True)
     (cmake_dir / "librknnrtConfig.cmake").write_text(_cmake_config(root))

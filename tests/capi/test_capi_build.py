@@ -69,6 +69,21 @@ def test_missing_compiler_and_headers_name_the_debian_package(monkeypatch):
         build.python_link()
 
 
+def test_a_failed_compile_installs_nothing(monkeypatch, tmp_path):
+    from openrknn.capi import build
+    from openrknn.errors import ConfigError
+    if shutil.which("false") is None:
+        pytest.skip("no 'false' command to stand in for a failing compiler")
+    try:
+        build.python_link()
+    except ConfigError as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("CC", "false")
+    with pytest.raises(ConfigError, match=r"the compiler failed \(false\)"):
+        build.build(tmp_path / "p")
+    assert not (tmp_path / "p").exists()
+
+
 @pytest.mark.parametrize("find_package", [False, True])
 def test_sdk_style_cmake_project_links_by_changing_only_the_paths(find_package, prefix, model, tmp_path):
     _need("cmake")
