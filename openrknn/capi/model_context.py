@@ -210,6 +210,9 @@ class ModelContext:
     def run(self, non_block: bool) -> int:
         """Start an inference; the frame id. ``non_block`` runs it on a thread (rknn_wait / outputs_get join)."""
         self.wait(None)
+        if self.flags & s.FLAG_MEM_ALLOC_OUTSIDE and (self.weight_mem is None or self.internal_mem is None):
+            raise ApiError(s.ERR_PARAM_INVALID, "the context was created with RKNN_FLAG_MEM_ALLOC_OUTSIDE: call "
+                                                "rknn_set_weight_mem and rknn_set_internal_mem before rknn_run")
         self.start()
         arrays, formats, pass_through = [], [], []
         for index in range(len(self.model.inputs)):

@@ -289,6 +289,19 @@ def test_memory_perf_and_error_codes_in_process(lib, models, capfd):
     for mem in (small, big):
         assert library.rknn_destroy_mem(plain, ctypes.c_void_p(mem)) == 0
     assert library.rknn_destroy(plain) == 0 and library.rknn_destroy(perf) == 0
+    outside = s.rknn_context(0)                                          # RKNN_FLAG_MEM_ALLOC_OUTSIDE
+    assert library.rknn_init(ctypes.byref(outside), data, len(data), s.FLAG_MEM_ALLOC_OUTSIDE, None) == 0
+    x = image(13)
+    feed = s.rknn_input(index=0, buf=x.ctypes.data, size=x.nbytes, pass_through=0, type=UINT8, fmt=NHWC)
+    assert library.rknn_inputs_set(outside, 1, ctypes.byref(feed)) == 0
+    assert library.rknn_run(outside, None) == -5
+    assert "rknn_set_weight_mem and rknn_set_internal_mem" in capfd.readouterr().err
+    weights = library.rknn_create_mem(outside, sizes.total_weight_size)
+    internal = library.rknn_create_mem(outside, sizes.total_internal_size)
+    assert library.rknn_set_weight_mem(outside, ctypes.c_void_p(weights)) == 0
+    assert library.rknn_set_internal_mem(outside, ctypes.c_void_p(internal)) == 0
+    assert library.rknn_run(outside, None) == 0
+    assert library.rknn_destroy(outside) == 0
 
 
 def test_nc1hwc2_native_input_with_pass_through(lib, tmp_path):
