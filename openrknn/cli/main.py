@@ -183,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_platforms)
     from openrknn.cli import serve
     serve.add_parser(sub)
+    from openrknn.capi import build as capi_build
+    capi_build.add_parser(sub)
     from openrknn import ui   # light: starlette/uvicorn are imported only when the workbench starts
     p = ui.build_parser(sub.add_parser("ui", help="the conversion workbench in the browser (extra 'ui')"))
     p.set_defaults(func=ui.run)

@@ -129,6 +129,7 @@ class Simulator:
         self.custom_ops = custom_ops
         self.session = GraphRunner(lower(model), custom_ops, threads)
         self._pass_through_session: GraphRunner | None = None
+        self._pass_through_feeds: dict[str, str] = {}
 
     def run(self, inputs: Sequence[Any], data_format: Sequence[str] | str | None = None,
             inputs_pass_through: Sequence[int] | None = None) -> list[np.ndarray]:
@@ -188,16 +189,16 @@ class Simulator:
     def _feed_name(self, spec: TensorSpec, pass_through: bool) -> str:
         if not pass_through:
             return spec.name
-        for pre in self.model.preprocess:
-            if pre.input_name == spec.name:
-                return pre.normalized_name
-        return spec.name
+        return self._pass_through_feeds.get(spec.name, spec.name)
 
     def _session_for(self, pass_through: list[int]) -> GraphRunner:
         if not any(pass_through):
             return self.session
         if self._pass_through_session is None:
-            self._pass_through_session = GraphRunner(_without_preprocess(lower(self.model), self.model), self.custom_ops)
+            graph = lower(self.model)
+            self._pass_through_feeds = _pass_through_inputs(graph, self.model)
+            self._pass_through_session = GraphRunner(_without_preprocess(graph, self._pass_through_feeds),
+                                                     self.custom_ops)
         return self._pass_through_session
 
 
@@ -242,16 +243,28 @@ def _elem_np_type(value: onnx.ValueInfoProto) -> np.dtype:
     return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
 
 
-def _without_preprocess(graph: onnx.ModelProto, model: RKNNModel) -> onnx.ModelProto:
-    """The executable graph fed after normalisation (``inputs_pass_through``)."""
-    from onnx.utils import Extractor
+def _pass_through_inputs(graph: onnx.ModelProto, model: RKNNModel) -> dict[str, str]:
+    """Input name → the tensor of the executable graph a pass-through input feeds: the normalised input.
 
-    inputs = []
+    The quantized lowering renames that tensor's float value ``<name>__raw`` (its quantized form
+    keeps the name's ``__q``), so the float tensor before the input quantization is fed there.
+    """
+    produced = {o for node in graph.graph.node for o in node.output} | {v.name for v in graph.graph.input}
+    feeds = {}
     for spec in model.inputs:
         name = spec.name
         for pre in model.preprocess:
             if pre.input_name == spec.name:
                 name = pre.normalized_name
-        inputs.append(name)
+        if name not in produced and f"{name}__raw" in produced:
+            name = f"{name}__raw"
+        feeds[spec.name] = name
+    return feeds
+
+
+def _without_preprocess(graph: onnx.ModelProto, feeds: dict[str, str]) -> onnx.ModelProto:
+    """The executable graph fed after normalisation (``inputs_pass_through``)."""
+    from onnx.utils import Extractor
+
     graph = onnx.shape_inference.infer_shapes(graph)
-    return Extractor(graph).extract_model(inputs, [o.name for o in graph.graph.output])
+    return Extractor(graph).extract_model(list(feeds.values()), [o.name for o in graph.graph.output])

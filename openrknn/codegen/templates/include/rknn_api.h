@@ -5,7 +5,8 @@
  * (functions, enums, struct field order, constants, error codes). It declares the general API
  * (init/query/inputs_set/run/outputs_get/outputs_release/destroy) and the zero-copy memory API so
  * deployment code can be compiled and checked on a PC. To run on a board, build against the
- * runtime library of the board's SDK.
+ * runtime library of the board's SDK; to run openrknn .rknn files anywhere, build against openrknn's
+ * own librknnrt (`openrknn capi build --prefix DIR`, docs/c-api.md), which implements every call here.
  */
 #ifndef OPENRKNN_RKNN_API_H
 #define OPENRKNN_RKNN_API_H
@@ -135,8 +136,25 @@ typedef enum _rknn_core_mask {
 typedef enum _rknn_mem_sync_mode {
     RKNN_MEMORY_SYNC_TO_DEVICE = 0x1,
     RKNN_MEMORY_SYNC_FROM_DEVICE = 0x2,
-    RKNN_MEMORY_SYNC_BIDIRECTIONAL = 0x3
+    RKNN_MEMORY_SYNC_BIDIRECTIONAL = 0x3,
+    RKNN_MEMORY_SYNC_SYNC_BIDIRECTIONAL = 0x3   /* the spelling seed 002 §5.10 prints */
 } rknn_mem_sync_mode;
+
+/* rknn_tensor_mem.flags: where the memory came from */
+typedef enum _rknn_tensor_mem_flags {
+    RKNN_TENSOR_MEMORY_FLAGS_ALLOC_INSIDE = 1,
+    RKNN_TENSOR_MEMORY_FLAGS_FROM_FD = 2,
+    RKNN_TENSOR_MEMORY_FLAGS_FROM_PHYS = 3,
+    RKNN_TENSOR_MEMORY_FLAGS_UNKNOWN
+} rknn_tensor_mem_flags;
+
+/* rknn_create_mem2 alloc_flags */
+typedef enum _rknn_mem_alloc_flags {
+    RKNN_FLAG_MEMORY_FLAGS_DEFAULT = 0,
+    RKNN_FLAG_MEMORY_CACHEABLE = 0,
+    RKNN_FLAG_MEMORY_NON_CACHEABLE = 1,
+    RKNN_FLAG_MEMORY_TRY_ALLOC_SRAM = 2
+} rknn_mem_alloc_flags;
 
 /* ---- query results ---- */
 typedef struct _rknn_input_output_num {
@@ -248,6 +266,44 @@ typedef struct _rknn_output_extend {
     uint64_t frame_id;
 } rknn_output_extend;
 
+/* ---- printable names (the helpers SDK examples use when dumping attributes) ---- */
+static inline const char* get_type_string(rknn_tensor_type type) {
+    switch (type) {
+        case RKNN_TENSOR_FLOAT32: return "FP32";
+        case RKNN_TENSOR_FLOAT16: return "FP16";
+        case RKNN_TENSOR_INT8: return "INT8";
+        case RKNN_TENSOR_UINT8: return "UINT8";
+        case RKNN_TENSOR_INT16: return "INT16";
+        case RKNN_TENSOR_UINT16: return "UINT16";
+        case RKNN_TENSOR_INT32: return "INT32";
+        case RKNN_TENSOR_UINT32: return "UINT32";
+        case RKNN_TENSOR_INT64: return "INT64";
+        case RKNN_TENSOR_BOOL: return "BOOL";
+        case RKNN_TENSOR_INT4: return "INT4";
+        case RKNN_TENSOR_BFLOAT16: return "BF16";
+        default: return "UNKNOW";
+    }
+}
+
+static inline const char* get_qnt_type_string(rknn_tensor_qnt_type type) {
+    switch (type) {
+        case RKNN_TENSOR_QNT_NONE: return "NONE";
+        case RKNN_TENSOR_QNT_DFP: return "DFP";
+        case RKNN_TENSOR_QNT_AFFINE_ASYMMETRIC: return "AFFINE";
+        default: return "UNKNOW";
+    }
+}
+
+static inline const char* get_format_string(rknn_tensor_format fmt) {
+    switch (fmt) {
+        case RKNN_TENSOR_NCHW: return "NCHW";
+        case RKNN_TENSOR_NHWC: return "NHWC";
+        case RKNN_TENSOR_NC1HWC2: return "NC1HWC2";
+        case RKNN_TENSOR_UNDEFINED: return "UNDEFINED";
+        default: return "UNKNOW";
+    }
+}
+
 /* ---- functions ---- */
 /* size > 0: model points to the model bytes; size == 0: model is a file path. */
 int rknn_init(rknn_context* context, void* model, uint32_t size, uint32_t flag, rknn_init_extend* extend);
@@ -263,6 +319,7 @@ int rknn_outputs_get(rknn_context context, uint32_t n_outputs, rknn_output outpu
 int rknn_outputs_release(rknn_context context, uint32_t n_outputs, rknn_output outputs[]);
 
 rknn_tensor_mem* rknn_create_mem(rknn_context ctx, uint32_t size);
+rknn_tensor_mem* rknn_create_mem2(rknn_context ctx, uint64_t size, uint64_t alloc_flags);
 rknn_tensor_mem* rknn_create_mem_from_phys(rknn_context ctx, uint64_t phys_addr, void* virt_addr, uint32_t size);
 rknn_tensor_mem* rknn_create_mem_from_fd(rknn_context ctx, int32_t fd, void* virt_addr, uint32_t size, int32_t offset);
 int rknn_destroy_mem(rknn_context ctx, rknn_tensor_mem* mem);
