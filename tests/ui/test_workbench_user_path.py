@@ -107,8 +107,10 @@ def test_perf_table_stays_inside_the_page(client, small_model):
 def test_a_new_model_clears_the_previous_models_errors(client, small_model, tmp_path):
     model, _ = small_model
     upload_model(client, model)
-    client.post("/config", data={"target_platform": "rk3588", "mean_values": "1 2", "std_values": "1 1"},
-                follow_redirects=False)
+    response = client.post("/config", data={"target_platform": "rk3588", "mean_values": "1 2", "std_values": "1 1"},
+                           follow_redirects=False)
+    if response.status_code == 303:   # the build job found the error: wait for it to fail
+        assert wait_job(client.bench, int(response.headers["location"].rsplit("/", 1)[1])) == "failed"
     assert 'id="error-mean_values"' in client.get("/config").text
     from tests.conftest import make_conv_model
     other = make_conv_model(tmp_path / "other.onnx", seed=5)
