@@ -223,3 +223,57 @@ def test_real_vendor_simulator_agrees_with_openrknn(tmp_path, shared_data):
     theirs = np.concatenate([s[0].ravel() for s in built.vendor_outputs])
     assert len(built.mapped) >= 80
     assert cosine(ours, theirs) >= 0.98
+
+
+VENDOR_CFG = """custom_quantize_layers: {}
+quantize_parameters:
+    x:
+        qtype: asym
+        dtype: float32
+        min:
+        -   -2.1179039478302
+        max:
+        -   2.640000104904175
+    "conv:1":
+        qtype: asym
+        qmethod: layer
+        dtype: int8
+        min:
+        -   -3.0
+        max:
+        -   20.58575439453125
+        scale:
+        -   6.092265583740632e-11
+        zero_point:
+        -   -96
+    bias_rs:
+        dtype: int32
+        min:
+        -   -0.13083040714263916
+        max:
+        -   0.13083040714263916
+"""
+
+
+def test_vendor_config_edit_changes_only_ranges_and_layers(tmp_path):
+    """The vendor refuses a scale that changed in its last digit: every line but min/max stays as written."""
+    import importlib.util
+    from openrknn.export import rockchip
+    spec = importlib.util.spec_from_file_location("vendor_job", rockchip._JOB_SCRIPT)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    path = tmp_path / "m.quantization.cfg"
+    path.write_text(VENDOR_CFG)
+    result = {}
+    job._edit_config(str(path), {"conv:1": {"min": [-1.5], "max": [6.0]}, "bias_rs": {"min": [-1.0], "max": [1.0]}},
+                     ["conv:1", "missing"], result)
+    text = path.read_text()
+    assert "        -   6.092265583740632e-11\n" in text          # byte for byte
+    assert "        min:\n        -   -1.5\n        max:\n        -   6.0\n        scale:" in text
+    assert "-   -0.13083040714263916" in text                    # int32 constants untouched
+    cfg = yaml.safe_load(text)
+    assert cfg["custom_quantize_layers"] == {"conv:1": "float16"}
+    assert cfg["quantize_parameters"]["x"]["min"] == [-2.1179039478302]
+    assert result["mapped"] == ["conv:1"] and result["float16_unplaced"] == ["missing"]
+    assert text.replace("-   -1.5", "-   -3.0").replace("-   6.0\n", "-   20.58575439453125\n").replace(
+        'custom_quantize_layers:\n    "conv:1": float16\n', "custom_quantize_layers: {}\n") == VENDOR_CFG

@@ -14,42 +14,30 @@ import time
 import traceback
 
 
-class _PlainYaml:
-    """PyYAML behind ruamel's load/dump names (an environment without ruamel.yaml)."""
-
-    def __init__(self, module):
-        self._yaml = module
-
-    def load(self, stream):
-        return self._yaml.safe_load(stream)
-
-    def dump(self, data, stream):
-        self._yaml.safe_dump(data, stream, sort_keys=False, default_flow_style=False, indent=4)
-
-
-def _load_yaml():
+def _yaml_loader():
+    """A safe YAML reader from the vendor's environment (ruamel.yaml is one of its requirements)."""
     try:
-        from ruamel.yaml import YAML     # the vendor's own dependency: keeps its layout and anchors
-        yaml = YAML()
-        yaml.indent(mapping=4, sequence=4, offset=0)
-        return yaml
+        from ruamel.yaml import YAML
+        return YAML(typ="safe").load
     except ImportError:
-        try:
-            import yaml as module
-        except ImportError:
-            return None
-        return _PlainYaml(module)
+        import yaml
+        return yaml.safe_load
 
 
 def _edit_config(path, ranges, float16, result):
-    """Write openrknn's ranges and float16 layers into the vendor's step-1 config."""
-    yaml = _load_yaml()
-    if yaml is None:
-        raise RuntimeError("rknn-toolkit2's environment has no YAML library (ruamel.yaml is one of its requirements)")
+    """Write openrknn's ranges and float16 layers into the vendor's step-1 config.
+
+    The file is edited as text, line by line: only the ``min``/``max`` values of the tensors handed over
+    and the ``custom_quantize_layers`` block change. Every other line stays byte for byte what the vendor
+    wrote — it refuses a config whose ``scale`` differs from its own in the last digit, which a YAML
+    round trip can do.
+    """
+    load = _yaml_loader()
     with open(path, encoding="utf-8") as f:
-        cfg = yaml.load(f)
+        text = f.read()
+    cfg = load(text)
     params = cfg.get("quantize_parameters") or {}
-    mapped, unmapped, float_entries = [], [], []
+    mapped, unmapped, float_entries, edits = [], [], [], {}
     for name, entry in params.items():
         dtype = str(entry.get("dtype", ""))
         if dtype.startswith("float"):
@@ -61,24 +49,48 @@ def _edit_config(path, ranges, float16, result):
         if theirs is None:
             unmapped.append(name)
             continue
-        entry["min"] = [float(v) for v in theirs["min"]]
-        entry["max"] = [float(v) for v in theirs["max"]]
+        edits[name] = {"min": [float(v) for v in theirs["min"]], "max": [float(v) for v in theirs["max"]]}
         mapped.append(name)
-    layers = cfg.get("custom_quantize_layers")
-    if not isinstance(layers, dict):
-        layers = {}
-    placed, unplaced = [], []
-    for name in float16:
-        if name in params:
-            layers[name] = "float16"
-            placed.append(name)
-        else:
-            unplaced.append(name)
-    cfg["custom_quantize_layers"] = layers
+    placed = [name for name in float16 if name in params]
+    result.update(mapped=mapped, unmapped=unmapped, vendor_float=float_entries, float16_placed=placed,
+                  float16_unplaced=[name for name in float16 if name not in params])
+    layers = dict(cfg.get("custom_quantize_layers") or {})
+    layers.update({name: "float16" for name in placed})
     with open(path, "w", encoding="utf-8") as f:
-        yaml.dump(cfg, f)
-    result.update(mapped=mapped, unmapped=unmapped, vendor_float=float_entries,
-                  float16_placed=placed, float16_unplaced=unplaced)
+        f.write("".join(_edited_lines(text.splitlines(keepends=True), load, edits, layers)))
+
+
+def _edited_lines(lines, load, edits, layers):
+    """The config's lines with ``edits`` (tensor → min/max) and ``layers`` written in (any indentation)."""
+    section, tensor, key, out = None, None, None, []
+    tensor_indent = key_indent = None
+    for line in lines:
+        indent = len(line) - len(line.lstrip(" "))
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            out.append(line)
+            continue
+        if indent == 0 and not stripped.startswith(("%", "---", "-")):
+            section, tensor, key = stripped.split(":", 1)[0], None, None
+            if section == "custom_quantize_layers":
+                out.append("custom_quantize_layers:" + (" {}\n" if not layers else "\n"))
+                out.extend(f"    {json.dumps(name)}: {dtype}\n" for name, dtype in layers.items())
+                continue
+        elif section == "custom_quantize_layers":
+            continue   # the old entries, rewritten above
+        elif section == "quantize_parameters" and stripped.endswith(":") and indent == (tensor_indent or indent):
+            tensor_indent, tensor, key = indent, next(iter(load(stripped + " 0") or {None: 0})), None
+        elif section == "quantize_parameters" and tensor_indent is not None and indent > tensor_indent \
+                and not stripped.startswith("-") and indent == (key_indent or indent):
+            key_indent, key = indent, stripped.split(":", 1)[0]
+            if tensor in edits and key in ("min", "max") and stripped.endswith(":"):
+                out.append(line)
+                out.extend(f"{' ' * indent}-   {value!r}\n" for value in edits[tensor][key])
+                continue
+        elif tensor in edits and key in ("min", "max") and stripped.startswith("-"):
+            continue   # the vendor's value, replaced above
+        out.append(line)
+    return out
 
 
 def _run(job, result):
