@@ -125,6 +125,20 @@ def float16_tensors(model: RKNNModel) -> list[str]:
             and name not in internal and name not in inputs_stage]
 
 
+def float16_layer_internals(model: RKNNModel) -> list[str]:
+    """Tensors computed inside the float16 layers: Rockchip keeps a range for some of them (a Conv output
+    before its activation) and runs the producing op in int8 unless it is named too."""
+    if not model.is_quantized:
+        return []
+    stored = set(float16_tensors(model))
+    found = []
+    for group in npu_layers.layer_groups(model.graph.graph):
+        outs = [o for n in group.nodes for o in n.output]
+        if stored & set(outs):
+            found += [o for o in outs if o not in stored and o in group.internal]
+    return found
+
+
 def _stage_tensors(graph: onnx.GraphProto, normalized: str) -> set[str]:
     """The tensors of the mean/std steps build() adds before ``normalized`` (the vendor's input stage)."""
     producers = {o: n for n in graph.node for o in n.output}
@@ -200,7 +214,7 @@ def compile_with_vendor(model: RKNNModel, source: onnx.ModelProto, config: Any, 
         job = {"onnx": onnx_path, "quantize": quantize, "config": vendor_config(config, model, version),
                "dataset": _absolute_dataset(dataset, work) if quantize else None,
                "rknn_batch_size": rknn_batch_size, "ranges": tensor_ranges(model) if quantize else {},
-               "float16": float16_tensors(model), "output": os.path.join(work, "out.rknn"), "verbose": verbose,
+               "float16": float16_tensors(model), "float16_internal": float16_layer_internals(model), "output": os.path.join(work, "out.rknn"), "verbose": verbose,
                "samples": []}
         for k, sample in enumerate(check_samples):
             job["samples"].append([])

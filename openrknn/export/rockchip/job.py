@@ -24,7 +24,7 @@ def _yaml_loader():
         return yaml.safe_load
 
 
-def _edit_config(path, ranges, float16, result):
+def _edit_config(path, ranges, float16, result, float16_internal=()):
     """Write openrknn's ranges and float16 layers into the vendor's step-1 config.
 
     The file is edited as text, line by line: only the ``min``/``max`` values of the tensors handed over
@@ -51,7 +51,7 @@ def _edit_config(path, ranges, float16, result):
             continue
         edits[name] = {"min": [float(v) for v in theirs["min"]], "max": [float(v) for v in theirs["max"]]}
         mapped.append(name)
-    placed = [name for name in float16 if name in params]
+    placed = [name for name in list(float16) + list(float16_internal) if name in params]
     result.update(mapped=mapped, unmapped=unmapped, vendor_float=float_entries, float16_placed=placed,
                   float16_unplaced=[name for name in float16 if name not in params])
     layers = dict(cfg.get("custom_quantize_layers") or {})
@@ -110,7 +110,7 @@ def _run(job, result):
                                              proposal=False), "hybrid_quantization_step1")
         stem = os.path.splitext(os.path.basename(job["onnx"]))[0]
         files = (f"{stem}.model", f"{stem}.data", f"{stem}.quantization.cfg")
-        _edit_config(files[2], job["ranges"], job["float16"], result)
+        _edit_config(files[2], job["ranges"], job["float16"], result, job.get("float16_internal", ()))
         rknn.release()
         rknn = RKNN(verbose=bool(job.get("verbose")))
         check(rknn.hybrid_quantization_step2(model_input=files[0], data_input=files[1],
