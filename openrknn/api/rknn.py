@@ -79,6 +79,7 @@ class RKNN(RuntimeInfo):
         self._loaded_from_rknn = False
         self._model_name = "model"
         self._export_path: str | None = None   # the .rknn codegen ships (last export_rknn / load_rknn)
+        self._build_args: dict[str, Any] = {}  # dataset / rknn_batch_size of the last build (vendor back end)
 
     # ---------------------------------------------------------------- helpers
     def _failure(self, name: str) -> Any:
@@ -209,6 +210,7 @@ class RKNN(RuntimeInfo):
         cache = CalibrationCache() if auto_hybrid else None   # calibrated once, for the build and the search
         self._model = build_model(self._source, self._cfg(), bool(do_quantization), dataset, rknn_batch_size,
                                   self._custom_ops, cache=cache)
+        self._build_args = {"dataset": os.path.abspath(dataset) if dataset else None, "rknn_batch_size": rknn_batch_size}
         if auto_hybrid:
             self._model = self._auto_hybrid(self._model, dataset, cache)
         self._export_path = None
@@ -216,11 +218,19 @@ class RKNN(RuntimeInfo):
         return 0
 
     @api_call
-    def export_rknn(self, export_path: str, cpp_gen_cfg: Any = None, embed_tflite: bool = False, **kwargs: Any) -> int:
+    def export_rknn(self, export_path: str, cpp_gen_cfg: Any = None, embed_tflite: bool = False,
+                    toolchain: str | None = None, toolchain_python: str | None = None, **kwargs: Any) -> int:
         """Save the built model as an openrknn ``.rknn`` file (atomic write); ``embed_tflite=True`` also
-        stores its TFLite export, which RKNNLite runs with Teflon or LiteRT (docs/deployment.md)."""
+        stores its TFLite export, which RKNNLite runs with Teflon or LiteRT (docs/deployment.md).
+
+        ``toolchain='rknn-toolkit2'`` writes a Rockchip-format file instead, compiled by Rockchip's toolkit
+        (its Python from ``toolchain_python`` or ``$OPENRKNN_RKNN_TOOLKIT2``, run as a subprocess) with
+        openrknn's calibrated ranges and float16 layers, for boards running Rockchip's ``librknnrt``.
+        """
         from openrknn.model_file import save_model
         model = self._require_model("export_rknn")
+        if toolchain is not None:
+            return self._export_with_toolchain(model, export_path, toolchain, toolchain_python)
         if embed_tflite:
             from openrknn.export.tflite import tflite_bytes
             from openrknn.model_file.embedded import save_with_tflite
@@ -233,6 +243,21 @@ class RKNN(RuntimeInfo):
         size = save_model(model, export_path)
         self._export_path = export_path
         log.info(f"export_rknn: {export_path} ({size / 1024:.1f} KiB)")
+        return 0
+
+    def _export_with_toolchain(self, model: RKNNModel, export_path: str, toolchain: str,
+                               toolchain_python: str | None) -> int:
+        from openrknn.export import rockchip
+        if toolchain != rockchip.TOOLCHAIN:
+            raise ConfigError(f"export_rknn: toolchain '{toolchain}' is not known; the one back end is "
+                              f"'{rockchip.TOOLCHAIN}' (leave toolchain unset for openrknn's own .rknn)")
+        if self._source is None:
+            raise RuntimeStateError("export_rknn(toolchain=...) compiles the source model again: load and build "
+                                    "it in this session (a model from load_rknn has no source)")
+        rockchip.compile_with_vendor(model, self._source.model, self._cfg(), self._build_args.get("dataset"),
+                                     export_path, toolchain_python, self._build_args.get("rknn_batch_size"),
+                                     has_custom_ops=bool(self._custom_ops.names()))
+        self._export_path = None   # codegen ships openrknn files only
         return 0
 
     @api_call

@@ -39,7 +39,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
         kwargs["quantized_algorithm"] = args.quantized_algorithm
     sizes = parse_input_size_list(args.input_size_list)
     steps = [lambda: rknn.config(**kwargs), lambda: _load_by_extension(rknn, args.model, sizes),
-             lambda: rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset),
+             lambda: rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset,
+                                auto_hybrid=bool(getattr(args, "auto_hybrid", False))),
              lambda: _export(rknn, args)]
     for step in steps:
         if step() != 0:
@@ -50,6 +51,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def _export(rknn, args: argparse.Namespace) -> int:
     if args.format == "tflite":
         return rknn.export_tflite(args.output or os.path.splitext(args.model)[0] + "_int8.tflite")
+    if getattr(args, "toolchain", None):
+        return rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn", toolchain=args.toolchain,
+                                toolchain_python=args.toolchain_python)
     return rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn")
 
 
@@ -157,6 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantized-algorithm", dest="quantized_algorithm", default=None)
     p.add_argument("--optimization-level", dest="optimization_level", type=int, default=3)
     add_input_size_list_argument(p)
+    p.add_argument("--auto-hybrid", dest="auto_hybrid", action="store_true",
+                   help="move the layers that hurt accuracy most to float16 (build(auto_hybrid=True))")
+    p.add_argument("--toolchain", choices=("rknn-toolkit2",), default=None,
+                   help="write a Rockchip-format .rknn compiled by rknn-toolkit2 from this build's quantization, "
+                        "for boards running Rockchip's librknnrt")
+    p.add_argument("--toolchain-python", dest="toolchain_python", default=None,
+                   help="the Python of rknn-toolkit2's environment (default: $OPENRKNN_RKNN_TOOLKIT2)")
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_convert)
     p = sub.add_parser("info", help="describe an .rknn file")
