@@ -155,9 +155,13 @@ class Exporter:
         sub = inputs is not None
         for value in self.model.graph.graph.input if not sub else []:
             self._graph_input(value.name)
-        for name in inputs or []:
-            self.q[name] = self.new_tensor(name, "int8", self.act_quant(name))
-            self.out.inputs.append(self.q[name])
+        for name in inputs or []:   # int8 where the model stores int8, else float (a float layer's output)
+            if name in self.params:
+                self.q[name] = self.new_tensor(name, "int8", self.act_quant(name))
+                self.out.inputs.append(self.q[name])
+            else:
+                self.f[name] = self.new_tensor(name, "float32")
+                self.out.inputs.append(self.f[name])
         wanted = set(outputs or [])
         for group in self.groups:
             if sub and not set(group.outputs) & wanted:
