@@ -196,11 +196,37 @@ class Exporter:
         if kind in (annotate.QCONV, annotate.QMATMUL) and main.op_type in ("Conv", "Gemm", "MatMul"):
             teflon = self._weighted(group)
             rest = group.nodes[1:]
+            if rest and self._int8_hard_swish(group):
+                return teflon or ("CPU", self._cpu_reason(group))
         else:
             rest = group.nodes
         for node in rest:
             self._node(node, group)
         return teflon or ("CPU", self._cpu_reason(group))
+
+    def _int8_hard_swish(self, group: npu_layers.LayerGroup) -> bool:
+        """A weighted layer's int8 intermediate followed by steps that compute hard-swish (HardSwish,
+        x·HardSigmoid(x), x·clip(x+3, 0, 6)/6, ...) into the stored output: one int8 HARD_SWISH."""
+        y, out = group.main.output[0], group.outputs[-1]
+        if y not in self.q or y not in group.internal or out not in self.params or len(group.outputs) != 1:
+            return False
+        if any(i not in self.inits and i not in {o for n in group.nodes for o in n.output}
+               for n in group.nodes[1:] for i in n.input if i):
+            return False
+        from onnx.reference import ReferenceEvaluator
+        from openrknn.export.tflite.ranges import _closure_model
+        try:
+            evaluator = ReferenceEvaluator(_closure_model(self, group.nodes[1:], y, out))
+            grid = np.linspace(-8, 8, 1601, dtype=np.float32).reshape((-1,) + (1,) * (self.rank(y) - 1))
+            got = np.asarray(evaluator.run(None, {y: grid})[0], np.float64).reshape(grid.shape[0], -1)
+        except Exception:   # steps the reference evaluator does not run: keep the float steps
+            return False
+        expected = (grid * np.clip(grid + 3, 0, 6) / 6).reshape(-1, 1)
+        if not np.allclose(got, expected, atol=1e-5):
+            return False
+        self.q[out] = self.new_tensor(out, "int8", self.act_quant(out), self.storage(y))
+        self.emit("HARD_SWISH", [self.q[y]], [self.q[out]])
+        return True
 
     def _cpu_reason(self, group: npu_layers.LayerGroup) -> str:
         op = group.main.op_type
@@ -297,15 +323,22 @@ class Exporter:
         source = self.in_perm(x, layout.NHWC, integer)
         height, width = self.shapes[x][2:]
         pads = list(attrs.get("pads", [0, 0, 0, 0]))
-        if attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
-            raise NotSupportedError(f"'{node.name}': auto_pad is not exported (the build resolves it)")
-        if not any(pads):
-            return source, 1
         same = []
         for size, k, s, d in zip((height, width), kernel, strides, dilations):
             effective = (k - 1) * d + 1
             total = max((-(-size // s) - 1) * s + effective - size, 0)
             same.append((total // 2, total - total // 2))
+        auto_pad = attrs.get("auto_pad", b"NOTSET")
+        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
+        if auto_pad == "VALID":
+            pads = [0, 0, 0, 0]
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):   # SAME_UPPER puts the odd pixel at the end, as TFLite's SAME
+            ends = same if auto_pad == "SAME_UPPER" else [(b, a) for a, b in same]
+            pads = [ends[0][0], ends[1][0], ends[0][1], ends[1][1]]
+        elif auto_pad not in ("NOTSET", ""):
+            raise NotSupportedError(f"{node.op_type} '{node.name}': auto_pad={auto_pad!r} is not an ONNX value")
+        if not any(pads):
+            return source, 1
         if pads == [same[0][0], same[1][0], same[0][1], same[1][1]]:
             return source, 0
         amounts = np.array([[0, 0], [pads[0], pads[2]], [pads[1], pads[3]], [0, 0]], np.int32)
@@ -382,6 +415,15 @@ class Exporter:
             return True
         if kind == annotate.PASS and op in ("Transpose", "MaxPool"):
             (float_ops.transpose if op == "Transpose" else float_ops.pool)(self, node, integer=True)
+            return True
+        # int8 kernels that move or select values: exact when the parameters are shared
+        if same and op in float_ops.INTEGER_WHEN_SHARED:
+            float_ops.INTEGER_WHEN_SHARED[op](self, node, integer=True)
+            return True
+        # int8 kernels that rescale (LiteRT requantizes in fixed point: within a step of the model's
+        # dequantize → float op → quantize)
+        if op in float_ops.INTEGER_RESCALING and float_ops.integer_rescaling_ok(self, node):
+            float_ops.INTEGER_RESCALING[op](self, node, integer=True)
             return True
         return False
 

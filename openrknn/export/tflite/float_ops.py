@@ -23,6 +23,14 @@ def _float_out(ex, name: str, perm: tuple[int, ...] | None = None) -> int:
     return ex.f[name]
 
 
+def _out(ex, y: str, integer: bool, perm: tuple[int, ...] | None = None) -> int:
+    """The output tensor of ``y``: int8 with the model's parameters, or float32."""
+    if integer:
+        ex.q[y] = ex.new_tensor(y, "int8", ex.act_quant(y), perm)
+        return ex.q[y]
+    return _float_out(ex, y, perm)
+
+
 def _operand(ex, name: str, rank: int, perm: tuple[int, ...]) -> int:
     """A float input of an element-wise op, stored like its rank-``rank`` output."""
     if name in ex.inits and name not in ex.q:
@@ -39,19 +47,22 @@ def _operand(ex, name: str, rank: int, perm: tuple[int, ...]) -> int:
 def binary(op: str) -> Callable:
     options = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions", "DIV": "DivOptions"}.get(op)
 
-    def convert(ex, node: onnx.NodeProto) -> None:
+    def convert(ex, node: onnx.NodeProto, integer: bool = False) -> None:
         y = node.output[0]
         perm = ex.storage(y)
-        inputs = [_operand(ex, i, ex.rank(y), perm) for i in node.input]
-        ex.emit(op, inputs, [_float_out(ex, y)], options)
+        if integer:   # int8 operands of the output's rank (integer_rescaling_ok)
+            inputs = [ex.in_perm(i, perm, True) for i in node.input]
+        else:
+            inputs = [_operand(ex, i, ex.rank(y), perm) for i in node.input]
+        ex.emit(op, inputs, [_out(ex, y, integer)], options)
     return convert
 
 
 def unary(op: str, options: str | None = None, **fields) -> Callable:
-    def convert(ex, node: onnx.NodeProto) -> None:
+    def convert(ex, node: onnx.NodeProto, integer: bool = False) -> None:
         y = node.output[0]
-        source = ex.in_perm(node.input[0], ex.storage(y), False)
-        ex.emit(op, [source], [_float_out(ex, y)], options, **fields)
+        source = ex.in_perm(node.input[0], ex.storage(y), integer)
+        ex.emit(op, [source], [_out(ex, y, integer)], options, **fields)
     return convert
 
 
@@ -110,29 +121,29 @@ def pool(ex, node: onnx.NodeProto, integer: bool = False) -> None:
             FilterWidth=kernel[1], FilterHeight=kernel[0])
 
 
-def global_pool(ex, node: onnx.NodeProto) -> None:
+def global_pool(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     y = node.output[0]
-    source = ex.in_perm(node.input[0], layout.NHWC, False)
+    source = ex.in_perm(node.input[0], layout.NHWC, integer)
     op = "MEAN" if node.op_type == "GlobalAveragePool" else "REDUCE_MAX"
-    ex.emit(op, [source, ex.const(f"{y}/axes", np.array([1, 2]), "int32")], [_float_out(ex, y, layout.NHWC)],
+    ex.emit(op, [source, ex.const(f"{y}/axes", np.array([1, 2]), "int32")], [_out(ex, y, integer, layout.NHWC)],
             "ReducerOptions", KeepDims=True)
 
 
-def reduce_mean(ex, node: onnx.NodeProto) -> None:
+def reduce_mean(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     x, y, attrs = node.input[0], node.output[0], _attrs(node)
     axes = attrs.get("axes") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 and node.input[1] else None)
     rank = ex.rank(x)
     axes = sorted(int(a) % rank for a in (axes if axes is not None else range(rank)))
     keep = bool(attrs.get("keepdims", 1))
     perm = ex.storage(x)
-    source = ex.in_perm(x, perm, False)
+    source = ex.in_perm(x, perm, integer)
     if keep:
         out_perm = perm
     else:   # the remaining axes keep their storage order, renumbered
         remaining = [p for p in perm if p not in axes]
         out_perm = tuple(sorted(remaining).index(p) for p in remaining)
     ex.emit("MEAN", [source, ex.const(f"{y}/axes", np.array(sorted(layout.storage_axis(a, perm) for a in axes)),
-                                      "int32")], [_float_out(ex, y, out_perm)], "ReducerOptions", KeepDims=keep)
+                                      "int32")], [_out(ex, y, integer, out_perm)], "ReducerOptions", KeepDims=keep)
 
 
 def reshape(ex, node: onnx.NodeProto, integer: bool = False) -> None:
@@ -165,7 +176,7 @@ def concat(ex, node: onnx.NodeProto, integer: bool = False) -> None:
             Axis=layout.storage_axis(_attrs(node)["axis"], perm))
 
 
-def pad(ex, node: onnx.NodeProto) -> None:
+def pad(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     y, attrs = node.output[0], _attrs(node)
     mode = attrs.get("mode", b"constant")
     pads = attrs.get("pads") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 else None)
@@ -174,20 +185,24 @@ def pad(ex, node: onnx.NodeProto) -> None:
     rank, perm = ex.rank(y), ex.storage(y)
     amounts = np.array([[pads[a], pads[a + rank]] for a in perm], np.int32)
     value = float(ex.inits[node.input[2]]) if len(node.input) > 2 and node.input[2] else 0.0
-    inputs = [ex.in_perm(node.input[0], perm, False), ex.const(f"{y}/pads", amounts, "int32")]
-    if value:
+    inputs = [ex.in_perm(node.input[0], perm, integer), ex.const(f"{y}/pads", amounts, "int32")]
+    if value and integer:   # the fill value in the shared int8 parameters
+        quant = ex.act_quant(y)
+        q = np.clip(np.rint(value / quant.scale[0]) + quant.zero_point[0], -128, 127)
+        inputs.append(ex.const(f"{y}/pad_value", np.array(q), "int8", quant))
+    elif value:
         inputs.append(ex.const(f"{y}/pad_value", np.array(value, np.float32), "float32"))
-    ex.emit("PADV2" if value else "PAD", inputs, [_float_out(ex, y)])
+    ex.emit("PADV2" if value else "PAD", inputs, [_out(ex, y, integer)])
 
 
-def softmax(ex, node: onnx.NodeProto) -> None:
+def softmax(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     y = node.output[0]
     axis = _attrs(node).get("axis", -1) % ex.rank(y)
     perm = ex.storage(y)
     if layout.storage_axis(axis, perm) != ex.rank(y) - 1:
         perm = tuple(a for a in range(ex.rank(y)) if a != axis) + (axis,)
-    source = ex.in_perm(node.input[0], perm, False)
-    ex.emit("SOFTMAX", [source], [_float_out(ex, y, perm)], "SoftmaxOptions", Beta=1.0)
+    source = ex.in_perm(node.input[0], perm, integer)
+    ex.emit("SOFTMAX", [source], [_out(ex, y, integer, perm)], "SoftmaxOptions", Beta=1.0)
 
 
 def conv(ex, node: onnx.NodeProto) -> None:
@@ -252,7 +267,7 @@ def batch_norm(ex, node: onnx.NodeProto) -> None:
     ex.emit("ADD", [scaled, ex.const(f"{y}/bn_offset", offset, "float32")], [_float_out(ex, y)], "AddOptions")
 
 
-def resize(ex, node: onnx.NodeProto) -> None:
+def resize(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     """Resize of the two spatial axes: nearest (integer factors) or linear, as RESIZE_* on NHWC."""
     attrs = _attrs(node)
     x, y = node.input[0], node.output[0]
@@ -264,8 +279,8 @@ def resize(ex, node: onnx.NodeProto) -> None:
     if len(before) != 4 or before[:2] != after[:2]:
         raise NotSupportedError(f"Resize '{node.name or y}' of other than the two spatial axes is not exported")
     size = ex.const(f"{y}/size", np.array(after[2:]), "int32")
-    source = ex.in_perm(x, layout.NHWC, False)
-    out = _float_out(ex, y, layout.NHWC)
+    source = ex.in_perm(x, layout.NHWC, integer)
+    out = _out(ex, y, integer, layout.NHWC)
     if mode == "nearest" and all(a % b == 0 for a, b in zip(after[2:], before[2:])) \
             and transform in ("half_pixel", "asymmetric", "pytorch_half_pixel"):
         ex.emit("RESIZE_NEAREST_NEIGHBOR", [source, size], [out], "ResizeNearestNeighborOptions")
@@ -287,7 +302,7 @@ def power(ex, node: onnx.NodeProto) -> None:
     binary("POW")(ex, node)
 
 
-def slice_(ex, node: onnx.NodeProto) -> None:
+def slice_(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     """Slice with constant starts/ends/axes/steps as STRIDED_SLICE over the stored axes."""
     x, y = node.input[0], node.output[0]
     consts = [ex.inits.get(i) if i else None for i in node.input[1:5]]
@@ -308,7 +323,8 @@ def slice_(ex, node: onnx.NodeProto) -> None:
     ex.perm[y] = perm
     operands = [ex.const(f"{y}/{n}", np.array([v[p] for p in perm]), "int32")
                 for n, v in (("begin", begin), ("end", end), ("strides", stride))]
-    ex.emit("STRIDED_SLICE", [ex.need_f(x)] + operands, [_float_out(ex, y)], "StridedSliceOptions")
+    source = ex.need_q(x) if integer else ex.need_f(x)
+    ex.emit("STRIDED_SLICE", [source] + operands, [_out(ex, y, integer)], "StridedSliceOptions")
 
 
 def gemm(ex, node: onnx.NodeProto) -> None:
@@ -338,12 +354,27 @@ def batch_matmul(ex, node: onnx.NodeProto) -> None:
     ex.emit("BATCH_MATMUL", plain, [_float_out(ex, y, layout.identity(ex.rank(y)))], "BatchMatMulOptions")
 
 
+def depth_to_space(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    """DepthToSpace (DCR: TFLite's channel order on NHWC) / SpaceToDepth as DEPTH_TO_SPACE / SPACE_TO_DEPTH."""
+    attrs = _attrs(node)
+    x, y = node.input[0], node.output[0]
+    mode = attrs.get("mode", b"DCR")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if node.op_type == "DepthToSpace" and mode != "DCR":
+        raise NotSupportedError(f"DepthToSpace '{node.name or y}' with mode {mode}: TFLite's DEPTH_TO_SPACE orders the "
+                                "channels as mode DCR")
+    op = "DEPTH_TO_SPACE" if node.op_type == "DepthToSpace" else "SPACE_TO_DEPTH"
+    options = "DepthToSpaceOptions" if op == "DEPTH_TO_SPACE" else "SpaceToDepthOptions"
+    source = ex.in_perm(x, layout.NHWC, integer)
+    ex.emit(op, [source], [_out(ex, y, integer, layout.NHWC)], options, BlockSize=int(attrs["blocksize"]))
+
+
 FLOAT_CONVERTERS: dict[str, Callable] = {
     "Add": binary("ADD"), "Sub": binary("SUB"), "Mul": binary("MUL"), "Div": binary("DIV"),
     "Max": binary("MAXIMUM"), "Min": binary("MINIMUM"),
     "Relu": unary("RELU"), "Sigmoid": unary("LOGISTIC"), "Tanh": unary("TANH"), "HardSwish": unary("HARD_SWISH"),
-    "LeakyRelu": lambda ex, node: unary("LEAKY_RELU", "LeakyReluOptions",
-                                        Alpha=float(_attrs(node).get("alpha", 0.01)))(ex, node),
+    "LeakyRelu": lambda ex, node, integer=False: unary("LEAKY_RELU", "LeakyReluOptions",
+                                                       Alpha=float(_attrs(node).get("alpha", 0.01)))(ex, node, integer),
     "PRelu": binary("PRELU"), "Pad": pad, "Clip": clip, "HardSigmoid": hard_sigmoid,
     "MaxPool": pool, "AveragePool": pool, "GlobalAveragePool": global_pool, "GlobalMaxPool": global_pool,
     "ReduceMean": reduce_mean,
@@ -351,4 +382,37 @@ FLOAT_CONVERTERS: dict[str, Callable] = {
     "Dropout": reshape, "Transpose": transpose, "Concat": concat, "Softmax": softmax,
     "Conv": conv, "Gemm": gemm, "MatMul": gemm, "ConvTranspose": conv_transpose, "Resize": resize,
     "BatchNormalization": batch_norm, "Pow": power, "Sqrt": unary("SQRT"), "Slice": slice_, "Exp": unary("EXP"),
+    "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space,
 }
+
+# int8 TFLite kernels that only move or select values: exact when input and output share parameters
+INTEGER_WHEN_SHARED: dict[str, Callable] = {
+    "MaxPool": pool, "AveragePool": pool, "Pad": pad, "Resize": resize, "Slice": slice_,
+    "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space, "GlobalMaxPool": global_pool,
+}
+# int8 TFLite kernels that rescale between any parameters (fixed-point requantization)
+INTEGER_RESCALING: dict[str, Callable] = {
+    "Add": binary("ADD"), "Sub": binary("SUB"), "Mul": binary("MUL"), "HardSwish": unary("HARD_SWISH"),
+    "Sigmoid": unary("LOGISTIC"), "Softmax": softmax, "GlobalAveragePool": global_pool, "ReduceMean": reduce_mean,
+    "Tanh": unary("TANH"), "LeakyRelu": FLOAT_CONVERTERS["LeakyRelu"],
+}
+# LiteRT's int8 LOGISTIC / SOFTMAX write only these output parameters, TANH only these
+_FIXED_OUTPUT = {"Sigmoid": (1 / 256, -128), "Softmax": (1 / 256, -128), "Tanh": (1 / 128, 0)}
+
+
+def integer_rescaling_ok(ex, node: onnx.NodeProto) -> bool:
+    """Whether ``node`` can run as its int8 TFLite kernel: int8 data inputs of the output's rank
+    (scalars and other broadcasts stay float) and, for the kernels with fixed output parameters, those."""
+    y = node.output[0]
+    data = [i for i in node.input if i]
+    if node.op_type in ("Add", "Sub", "Mul"):
+        if len(data) != 2 or any(i in ex.inits or ex.rank(i) != ex.rank(y) for i in data):
+            return False
+        if any(ex.shapes[i] != ex.shapes[y] for i in data) and ex.rank(y) > 4:
+            return False
+    fixed = _FIXED_OUTPUT.get(node.op_type)
+    if fixed is not None:
+        p = ex.params[y]
+        if not (np.isclose(float(p.scale.ravel()[0]), fixed[0], rtol=1e-6) and int(p.zero_point.ravel()[0]) == fixed[1]):
+            return False
+    return True

@@ -35,7 +35,11 @@ def as_exported(model: RKNNModel) -> RKNNModel:
     Raises:
         NotSupportedError / UnsupportedOpError: the model cannot be exported (as ``export_tflite``).
     """
+    from openrknn.errors import NotSupportedError
     from openrknn.export.tflite.convert import Exporter
+    if model.quantized_dtype not in ("w8a8", "asymmetric_quantized-8"):
+        raise NotSupportedError("simulate='tflite' needs a model built with do_quantization=True and "
+                                "quantized_dtype='w8a8' (what export_tflite writes)")
     exporter = Exporter(model)
     exporter.run()
     result = copy.copy(model)
