@@ -68,7 +68,8 @@ def export_tflite(model: RKNNModel, path: str, float_io: bool = True, report_pat
                     "(quantized_method='channel'): Teflon's Rockchip backend needs per-tensor quantization, so those "
                     "layers run on the CPU; build with quantized_method='layer' for the open NPU path")
     write_atomic(path, data)
-    report = [{"layer": r.layer, "ops": r.ops, "runs_on": r.runs_on, "why": r.why} for r in rows]
+    report = [{"layer": r.layer, "ops": r.ops, "runs_on": r.runs_on, "why": r.why,
+               "precision": "int8" if r.int8 else "float"} for r in rows]
     if report_path:
         write_atomic(report_path, json.dumps(report, indent=1).encode())
     if not quiet:

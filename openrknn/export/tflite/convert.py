@@ -37,6 +37,7 @@ class LayerRow:
     ops: str
     runs_on: str        # 'NPU (Teflon)' or 'CPU'
     why: str
+    int8: bool = True   # every operator of the layer writes integers (no float step)
 
 
 class Exporter:
@@ -66,6 +67,9 @@ class Exporter:
         self.f: dict[str, int] = {}      # ONNX tensor -> float32 TFLite tensor
         self.perm: dict[str, tuple[int, ...]] = {}
         self.rows: list[LayerRow] = []
+        self.staged: dict[str, Quant] = {}   # int8 parameters of a kernel's output before its requantization
+        # float tensors computed from the graph's float inputs only (the mean/std steps)
+        self.from_inputs: set[str] = {i.name for i in model.graph.graph.input}
         self._layer_ops: list[str] = []
 
     # ------------------------------------------------------------------ tensors
@@ -100,9 +104,25 @@ class Exporter:
         """The int8 form of ``name`` (QUANTIZE of its float form when needed)."""
         if name not in self.q:
             source = self.need_f(name)
+            if name in self.from_inputs:
+                source = self._on_grid(name, source)
             self.q[name] = self.new_tensor(name, "int8", self.act_quant(name), label=f"{name}/int8")
             self.emit("QUANTIZE", [source], [self.q[name]])
         return self.q[name]
+
+    def _on_grid(self, name: str, source: int) -> int:
+        """``round_half_even(x / s) · s``: the value QUANTIZE then stores exactly. The model quantizes
+        ``rne(x / s)``; LiteRT's QUANTIZE multiplies by ``1/s``, which decides exact ties (pixel values
+        normalised by mean 127.5, std 127.5 hit one on every pixel) the other way on a few percent."""
+        shape = self.out.tensors[source].shape
+        scale = self.const(f"{name}/scale", np.array(self.act_quant(name).scale[0], np.float32), "float32")
+        steps = self.new_tensor(name, "float32", shape=shape, label=f"{name}/steps")
+        rounded = self.new_tensor(name, "float32", shape=shape, label=f"{name}/rounded")
+        on_grid = self.new_tensor(name, "float32", shape=shape, label=f"{name}/on_grid")
+        self.emit("DIV", [source, scale], [steps], "DivOptions")
+        self.emit("ROUND", [steps], [rounded])
+        self.emit("MUL", [rounded, scale], [on_grid], "MulOptions")
+        return on_grid
 
     def need_f(self, name: str) -> int:
         """The float32 form of ``name`` (DEQUANTIZE of its int8 form, or a float constant)."""
@@ -167,8 +187,11 @@ class Exporter:
             if sub and not set(group.outputs) & wanted:
                 continue
             self._layer_ops = []
+            first = len(self.out.operators)
             row = self._layer(group)
-            self.rows.append(LayerRow(group.name, " ".join(dict.fromkeys(self._layer_ops)) or "-", *row))
+            integer = all(self.out.tensors[t].dtype != "float32" for op in self.out.operators[first:]
+                          for t in op.outputs)
+            self.rows.append(LayerRow(group.name, " ".join(dict.fromkeys(self._layer_ops)) or "-", *row, integer))
         for name in outputs or [o.name for o in self.model.graph.graph.output]:
             integer = name in self.params and (sub or not self.float_io)
             index = self.in_perm(name, layout.identity(self.rank(name)) if not sub else self.storage(name), integer)
@@ -385,6 +408,8 @@ class Exporter:
             raise UnsupportedOpError(node.op_type, node.name or outs[0], hint="it has no TFLite export yet (exported: "
                                      + ", ".join(sorted(float_ops.FLOAT_CONVERTERS)) + ")")
         converter(self, node)
+        if all(i in self.from_inputs or i in self.inits for i in node.input if i):
+            self.from_inputs.update(outs)
         for out in outs:
             if out in self.params and out not in group.internal or out in self.params and group.nodes[-1] is node:
                 self.need_q(out)
@@ -410,6 +435,9 @@ class Exporter:
         if op == "Concat" and len(data) == len(node.input) and same:   # XNNPACK concatenates equal parameters only
             float_ops.concat(self, node, integer=True)
             return True
+        if op == "Concat" and len(data) == len(node.input):   # inputs requantized to the output's parameters
+            self._requantized_concat(node)
+            return True
         if kind == annotate.PASS and op in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"):
             float_ops.reshape(self, node, integer=True)
             return True
@@ -425,7 +453,35 @@ class Exporter:
         if op in float_ops.INTEGER_RESCALING and float_ops.integer_rescaling_ok(self, node):
             float_ops.INTEGER_RESCALING[op](self, node, integer=True)
             return True
+        staged = float_ops.staged_quant(self, node, data)
+        if staged is not None:   # the int8 kernel on its own parameters, then an int8 → int8 QUANTIZE
+            converter = float_ops.INTEGER_WHEN_SHARED.get(op) or float_ops.INTEGER_RESCALING[op]
+            self.staged[y] = staged
+            try:
+                converter(self, node, integer=True)
+            finally:
+                del self.staged[y]
+            middle = self.q[y]
+            self.q[y] = self.new_tensor(y, "int8", self.act_quant(y))
+            self.emit("QUANTIZE", [middle], [self.q[y]])
+            return True
         return False
+
+    def _requantized_concat(self, node: onnx.NodeProto) -> None:
+        y = node.output[0]
+        perm = self.storage(y)
+        inputs = []
+        for name in node.input:
+            index = self.in_perm(name, perm, True)
+            if self.params[name].to_dict() != self.params[y].to_dict():
+                tensor = self.out.tensors[index]
+                requantized = self.out.add(Tensor(f"{name}/as_{y}", list(tensor.shape), "int8", quant=self.act_quant(y)))
+                self.emit("QUANTIZE", [index], [requantized])
+                index = requantized
+            inputs.append(index)
+        axis = next(a.i for a in node.attribute if a.name == "axis")
+        self.emit("CONCATENATION", inputs, [self._output(y)], "ConcatenationOptions",
+                  Axis=layout.storage_axis(axis, perm))
 
 
 def build_graph(model: RKNNModel, float_io: bool = True) -> tuple[Graph, list[LayerRow]]:

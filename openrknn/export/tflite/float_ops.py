@@ -26,7 +26,7 @@ def _float_out(ex, name: str, perm: tuple[int, ...] | None = None) -> int:
 def _out(ex, y: str, integer: bool, perm: tuple[int, ...] | None = None) -> int:
     """The output tensor of ``y``: int8 with the model's parameters, or float32."""
     if integer:
-        ex.q[y] = ex.new_tensor(y, "int8", ex.act_quant(y), perm)
+        ex.q[y] = ex.new_tensor(y, "int8", ex.staged.get(y) or ex.act_quant(y), perm)
         return ex.q[y]
     return _float_out(ex, y, perm)
 
@@ -116,7 +116,7 @@ def pool(ex, node: onnx.NodeProto, integer: bool = False) -> None:
                                  "exported (TFLite averages over the valid values)")
     source, padding = ex._padded(node, x, kernel, strides, [1, 1], attrs, integer)
     op = "MAX_POOL_2D" if node.op_type == "MaxPool" else "AVERAGE_POOL_2D"
-    out = ex._output(y) if integer else _float_out(ex, y, layout.NHWC)
+    out = _out(ex, y, integer, layout.NHWC)
     ex.emit(op, [source], [out], "Pool2DOptions", Padding=padding, StrideW=strides[1], StrideH=strides[0],
             FilterWidth=kernel[1], FilterHeight=kernel[0])
 
@@ -416,3 +416,28 @@ def integer_rescaling_ok(ex, node: onnx.NodeProto) -> bool:
         if not (np.isclose(float(p.scale.ravel()[0]), fixed[0], rtol=1e-6) and int(p.zero_point.ravel()[0]) == fixed[1]):
             return False
     return True
+
+
+# kernels that round their result (a staged output coarser than the model's would cost steps)
+_ROUNDING = {"AveragePool", "Resize", "GlobalAveragePool", "Sigmoid", "Softmax", "Tanh"}
+
+
+def staged_quant(ex, node: onnx.NodeProto, data: list[str]):
+    """The int8 parameters an int8 kernel can write ``node``'s result in before an int8 → int8
+    QUANTIZE to the model's parameters (None: keep the float steps): the input's for kernels
+    that keep the input's parameters, the fixed ones of LOGISTIC/SOFTMAX/TANH. Rounding kernels
+    only when that grid is at least as fine as the output's (then at most one extra step)."""
+    from openrknn.export.tflite.flatbuffer import Quant
+    op, y = node.op_type, node.output[0]
+    out_scale = float(ex.params[y].scale.ravel()[0])
+    if op in _FIXED_OUTPUT and len(data) == 1:
+        scale, zero = _FIXED_OUTPUT[op]
+        quant = Quant(np.array([scale], np.float32), np.array([zero], np.int64))
+    elif op in INTEGER_WHEN_SHARED and len(data) == 1 and op != "Pad":
+        quant = ex.act_quant(data[0])
+        scale = float(quant.scale[0])
+    else:
+        return None
+    if op in _ROUNDING and scale > out_scale * (1 + 1e-6):
+        return None
+    return quant
