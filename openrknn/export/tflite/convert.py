@@ -306,7 +306,43 @@ class Exporter:
         data = self.inits[bias].astype(np.int32).ravel() if bias else np.zeros(channels, np.int32)
         return self.const(bias or f"{w}/zero_bias", data, "int32", Quant(scale, np.zeros(scale.size, np.int64), 0))
 
+    def conv_1d(self, node: onnx.NodeProto, integer: bool, convert) -> bool:
+        """A 1-D Conv as the 2-D one over ``[N, 1, L, C]`` (``convert(node_2d)`` emits it) between two
+        RESHAPEs; False when ``node`` is not 1-D."""
+        x, w, y = node.input[0], node.input[1], node.output[0]
+        if self.inits[w].ndim != 3:
+            return False
+        x2, y2 = f"{x}/as_2d", f"{y}/as_2d"
+        (n, c, length), (_, o, out_length) = self.shapes[x], self.shapes[y]
+        self.shapes[x2], self.shapes[y2] = [n, c, 1, length], [n, o, 1, out_length]
+        self.inits[w] = self.inits[w][:, :, None, :]   # [O, C/g, 1, K]: this exporter reads w only here
+        for a, b in ((x, x2), (y, y2)):
+            if a in self.params:
+                self.params[b] = self.params[a]
+        source = self.in_perm(x, (0, 2, 1), integer)   # [N, L, C]
+        tensor = self.out.tensors[source]
+        table = self.q if integer else self.f
+        table[x2] = self.new_tensor(x2, tensor.dtype, tensor.quant, layout.NHWC)
+        self.emit("RESHAPE", [source, self.const(f"{x2}/shape", np.array(self.out.tensors[table[x2]].shape), "int32")],
+                  [table[x2]])
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        two_d = {"kernel_shape": [1] + list(attrs.get("kernel_shape", self.inits[w].shape[3:])),
+                 "strides": [1] + list(attrs.get("strides", [1])), "dilations": [1] + list(attrs.get("dilations", [1])),
+                 "group": attrs.get("group", 1)}
+        if "pads" in attrs:
+            two_d["pads"] = [0, attrs["pads"][0], 0, attrs["pads"][1]]
+        if "auto_pad" in attrs:
+            two_d["auto_pad"] = attrs["auto_pad"]
+        convert(helper.make_node("Conv", [x2] + list(node.input[1:]), [y2], name=node.name, **two_d))
+        made = (self.q if y2 in self.q else self.f)[y2]
+        out = self.new_tensor(y, self.out.tensors[made].dtype, self.out.tensors[made].quant, (0, 2, 1))
+        (self.q if y2 in self.q else self.f)[y] = out
+        self.emit("RESHAPE", [made, self.const(f"{y}/shape", np.array(self.out.tensors[out].shape), "int32")], [out])
+        return True
+
     def _conv(self, node: onnx.NodeProto, x: str, w: str, y: str, bias: str | None) -> bool:
+        if self.conv_1d(node, True, lambda two_d: self._conv(two_d, two_d.input[0], w, two_d.output[0], bias)):
+            return False
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         weight = self.inits[w]
         if weight.ndim != 4:

@@ -180,10 +180,16 @@ def pad(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     y, attrs = node.output[0], _attrs(node)
     mode = attrs.get("mode", b"constant")
     pads = attrs.get("pads") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 else None)
-    if mode not in (b"constant", "constant") or pads is None:
-        raise NotSupportedError(f"Pad '{node.name or y}' (mode {mode!r}, or pads not constant) is not exported")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    if mode not in ("constant", "reflect") or pads is None:
+        raise NotSupportedError(f"Pad '{node.name or y}' (mode {mode}, or pads not constant) is not exported: "
+                                "TFLite pads with a constant (PAD) or by reflection (MIRROR_PAD)")
     rank, perm = ex.rank(y), ex.storage(y)
     amounts = np.array([[pads[a], pads[a + rank]] for a in perm], np.int32)
+    if mode == "reflect":   # ONNX reflect leaves the edge out: MIRROR_PAD's REFLECT
+        inputs = [ex.in_perm(node.input[0], perm, integer), ex.const(f"{y}/pads", amounts, "int32")]
+        ex.emit("MIRROR_PAD", inputs, [_out(ex, y, integer)], "MirrorPadOptions", Mode=0)
+        return
     value = float(ex.inits[node.input[2]]) if len(node.input) > 2 and node.input[2] else 0.0
     inputs = [ex.in_perm(node.input[0], perm, integer), ex.const(f"{y}/pads", amounts, "int32")]
     if value and integer:   # the fill value in the shared int8 parameters
@@ -207,6 +213,8 @@ def softmax(ex, node: onnx.NodeProto, integer: bool = False) -> None:
 
 def conv(ex, node: onnx.NodeProto) -> None:
     """A Conv read only by float layers: float32 on the dequantized weights."""
+    if ex.conv_1d(node, False, lambda two_d: conv(ex, two_d)):
+        return
     attrs = _attrs(node)
     x, w, y = node.input[0], node.input[1], node.output[0]
     weight = ex.dequantized_init(w)
@@ -369,6 +377,111 @@ def depth_to_space(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     ex.emit(op, [source], [_out(ex, y, integer, layout.NHWC)], options, BlockSize=int(attrs["blocksize"]))
 
 
+def cast(ex, node: onnx.NodeProto) -> None:
+    """Cast to float: the export keeps every non-integer-stored tensor in float32 (graph inputs too),
+    so a copy; other target types are not exported."""
+    y = node.output[0]
+    if _attrs(node).get("to") != onnx.TensorProto.FLOAT:
+        raise NotSupportedError(f"Cast '{node.name or y}' to {onnx.TensorProto.DataType.Name(_attrs(node)['to'])}: "
+                                "the export computes in float32 and int8 only")
+    source = ex.in_perm(node.input[0], ex.storage(y), False)
+    ex.emit("RESHAPE", [source, ex.const(f"{y}/shape", np.array(ex.out.tensors[source].shape), "int32")],
+            [_float_out(ex, y)])
+
+
+def gather(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    """Gather with constant indices as GATHER over the plain (ONNX-ordered) layout."""
+    x, indices, y = node.input[0], node.input[1], node.output[0]
+    if indices not in ex.inits:
+        raise NotSupportedError(f"Gather '{node.name or y}' with computed indices is not exported")
+    axis = _attrs(node).get("axis", 0) % ex.rank(x)
+    index = np.where(ex.inits[indices] < 0, ex.inits[indices] + ex.shapes[x][axis], ex.inits[indices])
+    source = ex.in_perm(x, layout.identity(ex.rank(x)), integer)
+    ex.emit("GATHER", [source, ex.const(f"{y}/indices", index.astype(np.int32), "int32")],
+            [_out(ex, y, integer, layout.identity(ex.rank(y)))], "GatherOptions", Axis=axis)
+
+
+def lstm(ex, node: onnx.NodeProto) -> None:
+    """A forward LSTM (default activations, constant weights) unrolled over its time steps:
+    FULLY_CONNECTED for the gates, LOGISTIC/TANH, MUL/ADD for the cell, in float32."""
+    attrs = _attrs(node)
+    names = list(node.input) + [""] * (8 - len(node.input))
+    x, w, r, b, lengths, h0, c0, peep = names[:8]
+    y = node.name or node.output[0]
+    direction = attrs.get("direction", b"forward")
+    if direction not in (b"forward", "forward") or attrs.get("activations") or attrs.get("clip") or peep \
+            or lengths or attrs.get("input_forget") or attrs.get("layout"):
+        raise NotSupportedError(f"LSTM '{y}': only forward LSTMs with the default activations, no clip, peepholes "
+                                "or sequence lengths are exported")
+    if w not in ex.inits or r not in ex.inits or (b and b not in ex.inits):
+        raise NotSupportedError(f"LSTM '{y}' with computed weights is not exported")
+    hidden = int(attrs["hidden_size"])
+    steps, batch, _ = ex.shapes[x]
+    bias = ex.dequantized_init(b)[0] if b else np.zeros(8 * hidden, np.float32)
+    w_in = ex.const(f"{y}/W", ex.dequantized_init(w)[0], "float32")
+    w_rec = ex.const(f"{y}/R", ex.dequantized_init(r)[0], "float32")
+    b_in = ex.const(f"{y}/B", (bias[:4 * hidden] + bias[4 * hidden:]).astype(np.float32), "float32")
+    b_zero = ex.const(f"{y}/B0", np.zeros(4 * hidden, np.float32), "float32")
+
+    def tensor(label: str, shape: list[int]) -> int:
+        return ex.new_tensor(y, "float32", shape=shape, label=f"{y}/{label}")
+
+    def reshaped(source: int, shape: list[int], label: str, out: int | None = None) -> int:
+        out = tensor(label, shape) if out is None else out
+        ex.emit("RESHAPE", [source, ex.const(f"{y}/{label}/shape", np.array(shape), "int32")], [out])
+        return out
+
+    def state(name: str, label: str) -> int:
+        if not name:
+            return ex.const(f"{y}/{label}", np.zeros((batch, hidden), np.float32), "float32")
+        return reshaped(ex.in_perm(name, layout.identity(3), False), [batch, hidden], label)
+
+    def part(source: int, begin: list[int], end: list[int], label: str, shape: list[int]) -> int:
+        out = tensor(label, shape)
+        operands = [ex.const(f"{y}/{label}/{k}", np.array(v), "int32")
+                    for k, v in (("begin", begin), ("end", end), ("strides", [1] * len(begin)))]
+        ex.emit("STRIDED_SLICE", [source] + operands, [out], "StridedSliceOptions")
+        return out
+
+    def binary_op(op: str, a: int, c: int, label: str) -> int:
+        out = tensor(label, [batch, hidden])
+        ex.emit(op, [a, c], [out], f"{op.capitalize()}Options")
+        return out
+
+    def unary_op(op: str, a: int, label: str) -> int:
+        out = tensor(label, [batch, hidden])
+        ex.emit(op, [a], [out])
+        return out
+
+    sequence = ex.in_perm(x, layout.identity(3), False)
+    h, c = state(h0, "h0"), state(c0, "c0")
+    outputs = []
+    for t in range(steps):
+        x_t = reshaped(part(sequence, [t, 0, 0], [t + 1, batch, ex.shapes[x][2]], f"x{t}",
+                            [1, batch, ex.shapes[x][2]]), [batch, ex.shapes[x][2]], f"x{t}/2d")
+        gates_x, gates_h, gates = (tensor(f"{k}{t}", [batch, 4 * hidden]) for k in ("gx", "gh", "g"))
+        ex.emit("FULLY_CONNECTED", [x_t, w_in, b_in], [gates_x], "FullyConnectedOptions")
+        ex.emit("FULLY_CONNECTED", [h, w_rec, b_zero], [gates_h], "FullyConnectedOptions")
+        ex.emit("ADD", [gates_x, gates_h], [gates], "AddOptions")
+        i, o, f, g = (part(gates, [0, k * hidden], [batch, (k + 1) * hidden], f"{n}{t}", [batch, hidden])
+                      for k, n in enumerate("iofc"))
+        i, o, f = (unary_op("LOGISTIC", v, f"{n}{t}/act") for v, n in ((i, "i"), (o, "o"), (f, "f")))
+        g = unary_op("TANH", g, f"c{t}/act")
+        c = binary_op("ADD", binary_op("MUL", f, c, f"fc{t}"), binary_op("MUL", i, g, f"ig{t}"), f"cell{t}")
+        h = binary_op("MUL", o, unary_op("TANH", c, f"tanh_cell{t}"), f"h{t}")
+        outputs.append(reshaped(h, [1, 1, batch, hidden], f"y{t}"))
+    outs = list(node.output) + [""] * (3 - len(node.output))
+    if outs[0]:
+        plain = layout.identity(4)
+        if len(outputs) == 1:
+            reshaped(outputs[0], [1, 1, batch, hidden], "y", _float_out(ex, outs[0], plain))
+        else:
+            ex.emit("CONCATENATION", outputs, [_float_out(ex, outs[0], plain)], "ConcatenationOptions", Axis=0)
+    for name, value in ((outs[1], h), (outs[2], c)):
+        if name:
+            reshaped(value, [1, batch, hidden], name, _float_out(ex, name, layout.identity(3)))
+
+
 FLOAT_CONVERTERS: dict[str, Callable] = {
     "Add": binary("ADD"), "Sub": binary("SUB"), "Mul": binary("MUL"), "Div": binary("DIV"),
     "Max": binary("MAXIMUM"), "Min": binary("MINIMUM"),
@@ -382,13 +495,13 @@ FLOAT_CONVERTERS: dict[str, Callable] = {
     "Dropout": reshape, "Transpose": transpose, "Concat": concat, "Softmax": softmax,
     "Conv": conv, "Gemm": gemm, "MatMul": gemm, "ConvTranspose": conv_transpose, "Resize": resize,
     "BatchNormalization": batch_norm, "Pow": power, "Sqrt": unary("SQRT"), "Slice": slice_, "Exp": unary("EXP"),
-    "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space,
+    "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space, "Cast": cast, "Gather": gather, "LSTM": lstm,
 }
 
 # int8 TFLite kernels that only move or select values: exact when input and output share parameters
 INTEGER_WHEN_SHARED: dict[str, Callable] = {
     "MaxPool": pool, "AveragePool": pool, "Pad": pad, "Resize": resize, "Slice": slice_,
-    "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space, "GlobalMaxPool": global_pool,
+    "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space, "GlobalMaxPool": global_pool, "Gather": gather,
 }
 # int8 TFLite kernels that rescale between any parameters (fixed-point requantization)
 INTEGER_RESCALING: dict[str, Callable] = {

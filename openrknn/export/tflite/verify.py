@@ -75,7 +75,7 @@ def run_litert(data: bytes, inputs: list[np.ndarray], kernels: str = "xnnpack") 
     interpreter = Interpreter(model_content=data, experimental_op_resolver_type=resolver)
     interpreter.allocate_tensors()
     for detail, value in zip(interpreter.get_input_details(), inputs):
-        interpreter.set_tensor(detail["index"], np.ascontiguousarray(value))
+        interpreter.set_tensor(detail["index"], np.array(value, order="C"))   # (ascontiguousarray makes scalars 1-D)
     interpreter.invoke()
     return [interpreter.get_tensor(d["index"]) for d in interpreter.get_output_details()]
 
