@@ -108,6 +108,8 @@ class Exporter:
                 source = self._on_grid(name, source)
             self.q[name] = self.new_tensor(name, "int8", self.act_quant(name), label=f"{name}/int8")
             self.emit("QUANTIZE", [source], [self.q[name]])
+            # the model stores the int8 value: later float readers see it dequantized, not the float before
+            self.f.pop(name, None)
         return self.q[name]
 
     def _on_grid(self, name: str, source: int) -> int:
@@ -193,10 +195,14 @@ class Exporter:
                           for t in op.outputs)
             self.rows.append(LayerRow(group.name, " ".join(dict.fromkeys(self._layer_ops)) or "-", *row, integer))
         for name in outputs or [o.name for o in self.model.graph.graph.output]:
-            integer = name in self.params and (sub or not self.float_io)
-            index = self.in_perm(name, layout.identity(self.rank(name)) if not sub else self.storage(name), integer)
-            if not integer and self.out.tensors[index].dtype != "float32":
-                index = self.need_f(name)
+            perm = layout.identity(self.rank(name)) if not sub else self.storage(name)
+            if name in self.params and self.float_io and not sub:
+                # the stored int8 value, dequantized (the float before its QUANTIZE is not what the model outputs)
+                stored = self.in_perm(name, perm, True)
+                index = self.out.add(Tensor(f"{name}/dequantized", list(self.out.tensors[stored].shape), "float32"))
+                self.emit("DEQUANTIZE", [stored], [index])
+            else:
+                index = self.in_perm(name, perm, name in self.params)
             self.out.outputs.append(index)
         return self.out
 
