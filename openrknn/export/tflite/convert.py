@@ -18,7 +18,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from openrknn.errors import NotSupportedError, UnsupportedOpError
-from openrknn.export.tflite import float_ops, layout
+from openrknn.export.tflite import float_ops, layout, lookup
 from openrknn.export.tflite.flatbuffer import Graph, Operator, Quant, Tensor
 from openrknn.export.tflite.ranges import intermediate_range
 from openrknn.graph import npu_layers
@@ -225,37 +225,29 @@ class Exporter:
         if kind in (annotate.QCONV, annotate.QMATMUL) and main.op_type in ("Conv", "Gemm", "MatMul"):
             teflon = self._weighted(group)
             rest = group.nodes[1:]
-            if rest and self._int8_hard_swish(group):
+            y = main.output[0]
+            if rest and y in self.q and y in group.internal and len(group.outputs) == 1 \
+                    and lookup.emit(self, rest, y, group.outputs[0]):
                 return teflon or ("CPU", self._cpu_reason(group))
         else:
             rest = group.nodes
+            if self._lookup_layer(group):
+                return "CPU", "element-wise int8 lookup (GATHER): Teflon offloads only Conv2D / DepthwiseConv2D"
         for node in rest:
             self._node(node, group)
         return teflon or ("CPU", self._cpu_reason(group))
 
-    def _int8_hard_swish(self, group: npu_layers.LayerGroup) -> bool:
-        """A weighted layer's int8 intermediate followed by steps that compute hard-swish (HardSwish,
-        x·HardSigmoid(x), x·clip(x+3, 0, 6)/6, ...) into the stored output: one int8 HARD_SWISH."""
-        y, out = group.main.output[0], group.outputs[-1]
-        if y not in self.q or y not in group.internal or out not in self.params or len(group.outputs) != 1:
+    def _lookup_layer(self, group: npu_layers.LayerGroup) -> bool:
+        """A layer of element-wise steps between two int8 tensors as one lookup (not a Relu the int8
+        saturation already is)."""
+        first, out = group.nodes[0], group.outputs[-1]
+        data = [i for i in first.input if i and i not in self.inits]
+        if len(group.outputs) != 1 or len(data) != 1 or data[0] not in self.params:
             return False
-        if any(i not in self.inits and i not in {o for n in group.nodes for o in n.output}
-               for n in group.nodes[1:] for i in n.input if i):
+        if len(group.nodes) == 1 and annotate.node_kind(first) == annotate.FUSED_ACT \
+                and self.params[data[0]].to_dict() == self.params[out].to_dict():
             return False
-        from onnx.reference import ReferenceEvaluator
-        from openrknn.export.tflite.ranges import _closure_model
-        try:
-            evaluator = ReferenceEvaluator(_closure_model(self, group.nodes[1:], y, out))
-            grid = np.linspace(-8, 8, 1601, dtype=np.float32).reshape((-1,) + (1,) * (self.rank(y) - 1))
-            got = np.asarray(evaluator.run(None, {y: grid})[0], np.float64).reshape(grid.shape[0], -1)
-        except Exception:   # steps the reference evaluator does not run: keep the float steps
-            return False
-        expected = (grid * np.clip(grid + 3, 0, 6) / 6).reshape(-1, 1)
-        if not np.allclose(got, expected, atol=1e-5):
-            return False
-        self.q[out] = self.new_tensor(out, "int8", self.act_quant(out), self.storage(y))
-        self.emit("HARD_SWISH", [self.q[y]], [self.q[out]])
-        return True
+        return lookup.emit(self, group.nodes, data[0], out)
 
     def _cpu_reason(self, group: npu_layers.LayerGroup) -> str:
         op = group.main.op_type
