@@ -227,6 +227,7 @@ class Exporter:
             rest = group.nodes[1:]
             y = main.output[0]
             if rest and y in self.q and y in group.internal and len(group.outputs) == 1 \
+                    and not self._shares_params(y, group.outputs[0]) \
                     and lookup.emit(self, rest, y, group.outputs[0]):
                 return teflon or ("CPU", self._cpu_reason(group))
         else:
@@ -236,6 +237,22 @@ class Exporter:
         for node in rest:
             self._node(node, group)
         return teflon or ("CPU", self._cpu_reason(group))
+
+    def _shares_params(self, a: str, b: str) -> bool:
+        return a in self.params and b in self.params and self.params[a].to_dict() == self.params[b].to_dict()
+
+    def _saturated_activation(self, group: npu_layers.LayerGroup) -> bool:
+        """A weighted layer ending in one Relu/Clip that the output's int8 range already applies (so
+        Teflon takes the layer whole)."""
+        rest = group.nodes[1:]
+        if len(rest) != 1 or annotate.node_kind(rest[0]) != annotate.FUSED_ACT or len(group.outputs) != 1 \
+                or rest[0].output[0] != group.outputs[0] or group.outputs[0] not in self.params:
+            return False
+        low, high = annotate.clip_bounds(rest[0], {k: numpy_helper.from_array(v, k) for k, v in self.inits.items()
+                                                   if k in rest[0].input})
+        params = self.params[group.outputs[0]]
+        scale, zero = float(params.scale.ravel()[0]), int(params.zero_point.ravel()[0])
+        return scale * (params.qmin - zero) >= low and scale * (params.qmax - zero) <= high + 1e-6 * scale
 
     def _lookup_layer(self, group: npu_layers.LayerGroup) -> bool:
         """A layer of element-wise steps between two int8 tensors as one lookup (not a Relu the int8
@@ -266,7 +283,9 @@ class Exporter:
             self._node(node, group, force_float=True)
             return None
         if y not in self.params:
-            if y in group.internal and all(o in self.params for o in group.outputs):
+            if self._saturated_activation(group):   # Relu/Clip = the int8 saturation: write the output directly
+                self.params[y] = self.params[group.outputs[0]]
+            elif y in group.internal and all(o in self.params for o in group.outputs):
                 lo, hi = intermediate_range(self, group, y)
                 scale, zero = asymmetric(np.array([lo], np.float32), np.array([hi], np.float32), "int8")
                 self.params[y] = QuantParams("int8", scale.astype(np.float32), zero.astype(np.int64))
