@@ -30,14 +30,19 @@ def _image(name: str, shape) -> onnx.ValueInfoProto:
 
 
 def ocr_head(path: Path) -> Path:
-    """PP-OCR detector tail: Conv, BatchNorm + Relu, then the float layer ConvTranspose → Add(bias) →
-    Sigmoid whose output the user reads."""
+    """PP-OCR detector tail: an upsampled branch merged with a ConvTranspose, BatchNorm + Relu on that
+    (a float-step layer, stored int8), then the float layer ConvTranspose → Add(bias) → Sigmoid whose
+    output the user reads."""
     b = _Builder(1)
     nodes = [
         helper.make_node("Conv", ["x", b.init("w1", (8, 3, 3, 3)), b.init("b1", 8, 0.1)], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("ConvTranspose", ["r1", b.init("wt", (8, 4, 2, 2))], ["t1"], strides=[2, 2]),
-        helper.make_node("BatchNormalization", ["t1", b.init("g", 4, array=np.full(4, 1.3, np.float32)),
+        helper.make_node("Conv", ["x", b.init("w2", (4, 3, 1, 1))], ["c2"]),
+        helper.make_node("Resize", ["c2", "", b.init("scales", 4, array=np.array([1, 1, 2, 2], np.float32))], ["u2"],
+                         mode="nearest"),
+        helper.make_node("Max", ["t1", "u2"], ["sum"]),   # (two-tensor Max: a float step)
+        helper.make_node("BatchNormalization", ["sum", b.init("g", 4, array=np.full(4, 1.3, np.float32)),
                                                 b.init("beta", 4, 0.2), b.init("mu", 4, 0.1),
                                                 b.init("var", 4, array=np.full(4, 0.8, np.float32))], ["bn"]),
         helper.make_node("Relu", ["bn"], ["r2"]),

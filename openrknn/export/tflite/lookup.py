@@ -19,7 +19,8 @@ from openrknn.export.tflite.flatbuffer import Quant
 # ONNX ops computed value by value (a constant operand may broadcast along the channels)
 ELEMENTWISE = frozenset({"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Mul", "Add", "Sub", "Div", "PRelu",
                          "LeakyRelu", "Tanh", "Exp", "Sqrt", "Max", "Min", "Elu", "Selu", "Softplus", "Neg", "Abs",
-                         "Pow", "Identity", "Erf", "Log", "Reciprocal", "Celu", "ThresholdedRelu", "Softsign"})
+                         "Pow", "Identity", "Erf", "Log", "Reciprocal", "Celu", "ThresholdedRelu", "Softsign",
+                         "BatchNormalization"})
 
 
 def chain_constants(ex, nodes: list[onnx.NodeProto], start: str) -> list[str] | None:
@@ -37,7 +38,8 @@ def chain_constants(ex, nodes: list[onnx.NodeProto], start: str) -> list[str] | 
             if name not in ex.inits:
                 return None
             value = ex.inits[name]
-            if value.size > 1 and (value.size != channels or _channel_axis(value, ex.rank(start)) is None):
+            per_channel = node.op_type == "BatchNormalization" or _channel_axis(value, ex.rank(start)) is not None
+            if value.size > 1 and (value.size != channels or not per_channel):
                 return None
             constants.append(name)
         made.add(node.output[0])
