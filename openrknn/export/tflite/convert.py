@@ -230,13 +230,43 @@ class Exporter:
                     and not self._shares_params(y, group.outputs[0]) \
                     and lookup.emit(self, rest, y, group.outputs[0]):
                 return teflon or ("CPU", self._cpu_reason(group))
+            if self._int8_add(group, rest):
+                return teflon or ("CPU", self._cpu_reason(group))
         else:
             rest = group.nodes
+            if self._int8_add(group, rest):
+                return "CPU", "int8 ADD: Teflon offloads an ADD only fused into the Conv before it"
             if self._lookup_layer(group):
                 return "CPU", "element-wise int8 lookup (GATHER): Teflon offloads only Conv2D / DepthwiseConv2D"
         for node in rest:
             self._node(node, group)
         return teflon or ("CPU", self._cpu_reason(group))
+
+    def _int8_add(self, group: npu_layers.LayerGroup, rest: list[onnx.NodeProto]) -> bool:
+        """A two-tensor Add followed by a Relu/Clip that the output's int8 range applies: one int8 ADD
+        (LiteRT requantizes in fixed point: within a step of the model's float sum)."""
+        if len(rest) != 2 or rest[0].op_type != "Add" or rest[1].input[0] != rest[0].output[0] \
+                or not self._saturates(rest[1], group.outputs):
+            return False
+        data = [i for i in rest[0].input if i]
+        if len(data) != 2 or any(i not in self.params or i in self.inits or self.rank(i) != self.rank(rest[1].output[0])
+                                 for i in data):
+            return False
+        out = rest[1].output[0]
+        perm = self.storage(out)
+        inputs = [self.in_perm(i, perm, True) for i in data]
+        self.emit("ADD", inputs, [self._output(out)], "AddOptions")
+        return True
+
+    def _saturates(self, node: onnx.NodeProto, outputs: list[str]) -> bool:
+        """``node`` is a Relu/Clip writing the one stored output, whose int8 range already applies it."""
+        if node.op_type not in ("Relu", "Clip") or outputs != [node.output[0]] or outputs[0] not in self.params:
+            return False
+        low, high = annotate.clip_bounds(node, {k: numpy_helper.from_array(v, k) for k, v in self.inits.items()
+                                                if k in node.input})
+        params = self.params[outputs[0]]
+        scale, zero = float(params.scale.ravel()[0]), int(params.zero_point.ravel()[0])
+        return scale * (params.qmin - zero) >= low and scale * (params.qmax - zero) <= high + 1e-6 * scale
 
     def _shares_params(self, a: str, b: str) -> bool:
         return a in self.params and b in self.params and self.params[a].to_dict() == self.params[b].to_dict()
@@ -245,14 +275,7 @@ class Exporter:
         """A weighted layer ending in one Relu/Clip that the output's int8 range already applies (so
         Teflon takes the layer whole)."""
         rest = group.nodes[1:]
-        if len(rest) != 1 or annotate.node_kind(rest[0]) != annotate.FUSED_ACT or len(group.outputs) != 1 \
-                or rest[0].output[0] != group.outputs[0] or group.outputs[0] not in self.params:
-            return False
-        low, high = annotate.clip_bounds(rest[0], {k: numpy_helper.from_array(v, k) for k, v in self.inits.items()
-                                                   if k in rest[0].input})
-        params = self.params[group.outputs[0]]
-        scale, zero = float(params.scale.ravel()[0]), int(params.zero_point.ravel()[0])
-        return scale * (params.qmin - zero) >= low and scale * (params.qmax - zero) <= high + 1e-6 * scale
+        return len(rest) == 1 and self._saturates(rest[0], group.outputs)
 
     def _lookup_layer(self, group: npu_layers.LayerGroup) -> bool:
         """A layer of element-wise steps between two int8 tensors as one lookup (not a Relu the int8
