@@ -125,7 +125,7 @@ def _float_error(got: np.ndarray, expected: np.ndarray) -> float:
     half_step = np.maximum(np.abs(expected) * 2.0 ** -11, FLOAT_FLOOR)
     with np.errstate(invalid="ignore"):   # equal infinities agree; any other non-finite difference does not
         delta = np.where(got == expected, 0.0, np.abs(got - expected))
-    excess = np.nan_to_num(np.maximum(delta - half_step, 0.0), nan=np.inf)
+        excess = np.nan_to_num(np.maximum(delta - half_step, 0.0), nan=np.inf)
     finite = np.abs(expected[np.isfinite(expected)])
     reach = max(float(finite.max(initial=0.0)), 1e-30)
     return float(excess.max(initial=0.0)) / reach
