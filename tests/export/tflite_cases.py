@@ -46,7 +46,8 @@ def ocr_head(path: Path) -> Path:
                                                 b.init("beta", 4, 0.2), b.init("mu", 4, 0.1),
                                                 b.init("var", 4, array=np.full(4, 0.8, np.float32))], ["bn"]),
         helper.make_node("Relu", ["bn"], ["r2"]),
-        helper.make_node("ConvTranspose", ["r2", b.init("wt2", (4, 1, 2, 2), 0.5)], ["t2"], strides=[2, 2]),
+        helper.make_node("Max", ["r2", "u2"], ["m2"]),   # a float step (two-tensor Max) the last layer reads
+        helper.make_node("ConvTranspose", ["m2", b.init("wt2", (4, 1, 2, 2), 0.5)], ["t2"], strides=[2, 2]),
         helper.make_node("Add", ["t2", b.init("tb", (1, 1, 1, 1), array=np.full((1, 1, 1, 1), -0.4, np.float32))],
                          ["a2"]),
         helper.make_node("Sigmoid", ["a2"], ["y"]),

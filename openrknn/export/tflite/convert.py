@@ -222,7 +222,8 @@ class Exporter:
         main = group.main
         kind = annotate.node_kind(main)
         teflon = None
-        if kind in (annotate.QCONV, annotate.QMATMUL) and main.op_type in ("Conv", "Gemm", "MatMul"):
+        if kind in (annotate.QCONV, annotate.QMATMUL) and main.op_type in ("Conv", "Gemm", "MatMul") \
+                or kind == annotate.QCONVT and self._plain_transpose_conv(main):
             teflon = self._weighted(group)
             rest = group.nodes[1:]
             y = main.output[0]
@@ -319,6 +320,9 @@ class Exporter:
         if node.op_type == "Conv":
             depthwise = self._conv(node, x, w, y, bias)
             reason = self._teflon_reason(group, node, per_channel, depthwise)
+        elif node.op_type == "ConvTranspose":
+            self._transpose_conv(x, w, y, bias, node)
+            reason = ("CPU", "TransposeConv: Teflon's Rockchip backend offloads only Conv2D / DepthwiseConv2D")
         else:
             self._fully_connected(node, x, w, y, bias)
             reason = ("CPU", "FullyConnected: Teflon's Rockchip backend offloads only Conv2D / DepthwiseConv2D")
@@ -411,6 +415,26 @@ class Exporter:
                       Padding=padding, StrideW=strides[1], StrideH=strides[0], DilationWFactor=dilations[1],
                       DilationHFactor=dilations[0])
         return depthwise
+
+    @staticmethod
+    def _plain_transpose_conv(node: onnx.NodeProto) -> bool:
+        """A ConvTranspose TRANSPOSE_CONV computes as is: group 1, no pads, output padding or dilation."""
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        return attrs.get("group", 1) == 1 and not any(attrs.get("pads", [0])) \
+            and not any(attrs.get("output_padding", [0])) and all(d == 1 for d in attrs.get("dilations", [1, 1])) \
+            and attrs.get("auto_pad", b"NOTSET") in (b"NOTSET", "NOTSET")
+
+    def _transpose_conv(self, x: str, w: str, y: str, bias: str | None, node: onnx.NodeProto) -> None:
+        """int8 TRANSPOSE_CONV: weights [C_in, C_out, kh, kw] → [C_out, kh, kw, C_in], scales per C_out."""
+        weight = self.inits[w]
+        strides = list(next((a.ints for a in node.attribute if a.name == "strides"), [1, 1]))
+        filters = self.const(w, np.transpose(weight, (1, 2, 3, 0)), "int8", self._weight_quant(w, 0))
+        shape = self.const(f"{y}/output_shape", np.array(layout.stored_shape(self.shapes[y], layout.NHWC)), "int32")
+        source = self.in_perm(x, layout.NHWC, True)
+        out = self.new_tensor(y, "int8", self.act_quant(y), layout.NHWC)
+        self.q[y] = out
+        self.emit("TRANSPOSE_CONV", [shape, filters, source, self._bias(bias, x, w, weight.shape[1])], [out],
+                  "TransposeConvOptions", Padding=1, StrideW=strides[1], StrideH=strides[0])
 
     def _output(self, y: str) -> int:
         self.q[y] = self.new_tensor(y, "int8", self.act_quant(y))
