@@ -138,5 +138,24 @@ def audio_lstm(path: Path) -> Path:
     return b.save(path, nodes, inputs, outputs)
 
 
-CASES = {"ocr_head": ocr_head, "same_upper": same_upper, "pose_like": pose_like, "palm_like": palm_like,
+def misc_ops(path: Path) -> Path:
+    """Split, reductions, LogSoftmax and element-wise ops (Abs, Sin, Floor) between Convs."""
+    b = _Builder(6)
+    nodes = [
+        helper.make_node("Conv", ["x", b.init("w1", (8, 3, 3, 3)), b.init("b1", 8, 0.1)], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Split", ["c1", b.init("sizes", 2, array=np.array([3, 5], np.int64))], ["s1", "s2"], axis=1),
+        helper.make_node("Abs", ["s1"], ["a1"]),
+        helper.make_node("Sin", ["s2"], ["a2"]),
+        helper.make_node("ReduceMax", ["a1"], ["m1"], axes=[1], keepdims=1),
+        helper.make_node("Floor", ["m1"], ["f1"]),
+        helper.make_node("Conv", ["a2", b.init("w2", (4, 5, 1, 1))], ["c2"]),
+        helper.make_node("Concat", ["f1", "c2"], ["cc"], axis=1),
+        helper.make_node("ReduceSum", ["cc", b.init("axes", 2, array=np.array([2, 3], np.int64))], ["r"],
+                         keepdims=0),
+        helper.make_node("LogSoftmax", ["r"], ["y"], axis=1),
+    ]
+    return b.save(path, nodes, [_image("x", (1, 3, 8, 8))], [_image("y", (1, 5))])
+
+
+CASES = {"ocr_head": ocr_head, "misc_ops": misc_ops, "same_upper": same_upper, "pose_like": pose_like, "palm_like": palm_like,
          "audio_lstm": audio_lstm}

@@ -129,8 +129,15 @@ def global_pool(ex, node: onnx.NodeProto, integer: bool = False) -> None:
             "ReducerOptions", KeepDims=True)
 
 
+_REDUCERS = {"ReduceMean": "MEAN", "ReduceMax": "REDUCE_MAX", "ReduceMin": "REDUCE_MIN", "ReduceSum": "SUM",
+             "ReduceProd": "REDUCE_PROD"}
+
+
 def reduce_mean(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    """ReduceMean/Max/Min/Sum/Prod over constant axes (any, keepdims 0 or 1)."""
     x, y, attrs = node.input[0], node.output[0], _attrs(node)
+    if attrs.get("noop_with_empty_axes"):
+        raise NotSupportedError(f"{node.op_type} '{node.name or y}' with noop_with_empty_axes is not exported")
     axes = attrs.get("axes") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 and node.input[1] else None)
     rank = ex.rank(x)
     axes = sorted(int(a) % rank for a in (axes if axes is not None else range(rank)))
@@ -142,8 +149,43 @@ def reduce_mean(ex, node: onnx.NodeProto, integer: bool = False) -> None:
     else:   # the remaining axes keep their storage order, renumbered
         remaining = [p for p in perm if p not in axes]
         out_perm = tuple(sorted(remaining).index(p) for p in remaining)
-    ex.emit("MEAN", [source, ex.const(f"{y}/axes", np.array(sorted(layout.storage_axis(a, perm) for a in axes)),
-                                      "int32")], [_out(ex, y, integer, out_perm)], "ReducerOptions", KeepDims=keep)
+    ex.emit(_REDUCERS[node.op_type], [source, ex.const(f"{y}/axes", np.array(sorted(layout.storage_axis(a, perm)
+                                                                                    for a in axes)), "int32")],
+            [_out(ex, y, integer, out_perm)], "ReducerOptions", KeepDims=keep)
+
+
+def split(ex, node: onnx.NodeProto, integer: bool = False) -> None:
+    """Split with constant sizes (or equal parts) as one STRIDED_SLICE per output."""
+    x, attrs = node.input[0], _attrs(node)
+    axis = attrs.get("axis", 0) % ex.rank(x)
+    sizes = attrs.get("split") or (list(ex.inits[node.input[1]]) if len(node.input) > 1 and node.input[1] else None)
+    outs = list(node.output)
+    if sizes is None:
+        if ex.shapes[x][axis] % len(outs):
+            raise NotSupportedError(f"Split '{node.name or outs[0]}' into unequal default parts is not exported")
+        sizes = [ex.shapes[x][axis] // len(outs)] * len(outs)
+    perm = ex.storage(x)
+    source = ex.need_q(x) if integer else ex.need_f(x)
+    begin = 0
+    for out, size in zip(outs, sizes):
+        starts, ends = [0] * ex.rank(x), list(ex.shapes[x])
+        starts[axis], ends[axis] = begin, begin + int(size)
+        begin += int(size)
+        if not out:
+            continue
+        ex.perm[out] = perm
+        operands = [ex.const(f"{out}/{n}", np.array([v[p] for p in perm]), "int32")
+                    for n, v in (("begin", starts), ("end", ends), ("strides", [1] * ex.rank(x)))]
+        ex.emit("STRIDED_SLICE", [source] + operands, [_out(ex, out, integer)], "StridedSliceOptions")
+
+
+def log_softmax(ex, node: onnx.NodeProto) -> None:
+    y = node.output[0]
+    axis = _attrs(node).get("axis", -1) % ex.rank(y)
+    perm = ex.storage(y)
+    if layout.storage_axis(axis, perm) != ex.rank(y) - 1:
+        perm = tuple(a for a in range(ex.rank(y)) if a != axis) + (axis,)
+    ex.emit("LOG_SOFTMAX", [ex.in_perm(node.input[0], perm, False)], [_float_out(ex, y, perm)])
 
 
 def reshape(ex, node: onnx.NodeProto, integer: bool = False) -> None:
@@ -496,12 +538,17 @@ FLOAT_CONVERTERS: dict[str, Callable] = {
     "Conv": conv, "Gemm": gemm, "MatMul": gemm, "ConvTranspose": conv_transpose, "Resize": resize,
     "BatchNormalization": batch_norm, "Pow": power, "Sqrt": unary("SQRT"), "Slice": slice_, "Exp": unary("EXP"),
     "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space, "Cast": cast, "Gather": gather, "LSTM": lstm,
+    "ReduceMax": reduce_mean, "ReduceMin": reduce_mean, "ReduceSum": reduce_mean, "ReduceProd": reduce_mean,
+    "Split": split, "LogSoftmax": log_softmax, "Abs": unary("ABS"), "Neg": unary("NEG"), "Log": unary("LOG"),
+    "Sin": unary("SIN"), "Cos": unary("COS"), "Ceil": unary("CEIL"), "Floor": unary("FLOOR"), "Round": unary("ROUND"),
+    "Sign": unary("SIGN"), "Elu": unary("ELU"),
 }
 
 # int8 TFLite kernels that only move or select values: exact when input and output share parameters
 INTEGER_WHEN_SHARED: dict[str, Callable] = {
     "MaxPool": pool, "AveragePool": pool, "Pad": pad, "Resize": resize, "Slice": slice_,
     "DepthToSpace": depth_to_space, "SpaceToDepth": depth_to_space, "GlobalMaxPool": global_pool, "Gather": gather,
+    "Split": split, "ReduceMax": reduce_mean, "ReduceMin": reduce_mean,
 }
 # int8 TFLite kernels that rescale between any parameters (fixed-point requantization)
 INTEGER_RESCALING: dict[str, Callable] = {
@@ -542,6 +589,8 @@ def staged_quant(ex, node: onnx.NodeProto, data: list[str]):
     only when that grid is at least as fine as the output's (then at most one extra step)."""
     from openrknn.export.tflite.flatbuffer import Quant
     op, y = node.op_type, node.output[0]
+    if len([o for o in node.output if o]) != 1:
+        return None
     out_scale = float(ex.params[y].scale.ravel()[0])
     if op in _FIXED_OUTPUT and len(data) == 1:
         scale, zero = _FIXED_OUTPUT[op]

@@ -20,7 +20,8 @@ from openrknn.export.tflite.flatbuffer import Quant
 ELEMENTWISE = frozenset({"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Mul", "Add", "Sub", "Div", "PRelu",
                          "LeakyRelu", "Tanh", "Exp", "Sqrt", "Max", "Min", "Elu", "Selu", "Softplus", "Neg", "Abs",
                          "Pow", "Identity", "Erf", "Log", "Reciprocal", "Celu", "ThresholdedRelu", "Softsign",
-                         "BatchNormalization"})
+                         "BatchNormalization", "Sin", "Cos", "Ceil", "Floor", "Round", "Sign", "Mish", "Gelu",
+                         "Shrink"})
 
 
 def chain_constants(ex, nodes: list[onnx.NodeProto], start: str) -> list[str] | None:
