@@ -40,6 +40,13 @@ class LayerRow:
     int8: bool = True   # every operator of the layer writes integers (no float step)
 
 
+def activation_params(model: RKNNModel, inits: dict[str, np.ndarray]) -> dict[str, QuantParams]:
+    """The int8 parameters of every activation the model stores as int8, by tensor name: the one place
+    the export reads the model's activation parameters (weights: ``Exporter._weight_quant``/``_bias``)."""
+    return {n: QuantParams.from_dict(r) for n, r in model.quant_params.items()
+            if n not in inits and r["dtype"] == "int8" and model.tensor_dtypes.get(n) != "float16"}
+
+
 class Exporter:
     """One export: walks the structural graph's layers in order and emits TFLite operators."""
 
@@ -59,8 +66,7 @@ class Exporter:
         self.inits = {i.name: numpy_helper.to_array(i) for i in model.graph.graph.initializer}
         for name, array in self.inits.items():
             self.shapes[name] = list(array.shape)
-        self.params = {n: QuantParams.from_dict(r) for n, r in model.quant_params.items()
-                       if n not in self.inits and r["dtype"] == "int8" and model.tensor_dtypes.get(n) != "float16"}
+        self.params = activation_params(model, self.inits)
         self.groups = npu_layers.layer_groups(model.graph.graph)
         self.out = Graph()
         self.q: dict[str, int] = {}      # ONNX tensor -> int8 TFLite tensor
