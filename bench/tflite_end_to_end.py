@@ -85,7 +85,8 @@ def _measure_audio(name: str, folder: Path) -> dict:
 
 
 def _row(name, size, rows, litert, simulated, float_out) -> dict:
-    return {"sim_vs_float": _worst_cosine(simulated, float_out),"model": name, "input": size, "layers": len(rows), "int8": sum(r.int8 for r in rows) / len(rows),
+    return {"sim_vs_float": _worst_cosine(simulated, float_out), "model": name, "input": size, "layers": len(rows),
+            "int8": sum(r.int8 for r in rows) / len(rows),
             "teflon": sum(r.runs_on.startswith("NPU") for r in rows) / len(rows),
             "vs_sim": _worst_cosine(litert, simulated), "vs_float": _worst_cosine(litert, float_out)}
 

@@ -63,7 +63,8 @@ def same_upper(path: Path) -> Path:
                          strides=[2, 2]),
         helper.make_node("Relu", ["c1"], ["r1"]),
         helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER"),
-        helper.make_node("Conv", ["p1", b.init("w2", (8, 8, 2, 2)), b.init("b2", 8, 0.1)], ["c2"], auto_pad="SAME_LOWER"),
+        helper.make_node("Conv", ["p1", b.init("w2", (8, 8, 2, 2)), b.init("b2", 8, 0.1)], ["c2"],
+                         auto_pad="SAME_LOWER"),
         helper.make_node("Conv", ["c2", b.init("w3", (4, 8, 3, 3))], ["y"], auto_pad="VALID"),
     ]
     return b.save(path, nodes, [_image("x", (1, 3, 17, 17))], [_image("y", (1, 4, 3, 3))])
@@ -157,5 +158,5 @@ def misc_ops(path: Path) -> Path:
     return b.save(path, nodes, [_image("x", (1, 3, 8, 8))], [_image("y", (1, 5))])
 
 
-CASES = {"ocr_head": ocr_head, "misc_ops": misc_ops, "same_upper": same_upper, "pose_like": pose_like, "palm_like": palm_like,
-         "audio_lstm": audio_lstm}
+CASES = {"ocr_head": ocr_head, "misc_ops": misc_ops, "same_upper": same_upper, "pose_like": pose_like,
+         "palm_like": palm_like, "audio_lstm": audio_lstm}

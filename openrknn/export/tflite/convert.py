@@ -581,7 +581,8 @@ class Exporter:
             index = self.in_perm(name, perm, True)
             if self.params[name].to_dict() != self.params[y].to_dict():
                 tensor = self.out.tensors[index]
-                requantized = self.out.add(Tensor(f"{name}/as_{y}", list(tensor.shape), "int8", quant=self.act_quant(y)))
+                requantized = self.out.add(Tensor(f"{name}/as_{y}", list(tensor.shape), "int8",
+                                                  quant=self.act_quant(y)))
                 self.emit("QUANTIZE", [index], [requantized])
                 index = requantized
             inputs.append(index)

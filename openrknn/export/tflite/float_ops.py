@@ -573,7 +573,8 @@ def integer_rescaling_ok(ex, node: onnx.NodeProto) -> bool:
     fixed = _FIXED_OUTPUT.get(node.op_type)
     if fixed is not None:
         p = ex.params[y]
-        if not (np.isclose(float(p.scale.ravel()[0]), fixed[0], rtol=1e-6) and int(p.zero_point.ravel()[0]) == fixed[1]):
+        scale, zero = float(p.scale.ravel()[0]), int(p.zero_point.ravel()[0])
+        if not (np.isclose(scale, fixed[0], rtol=1e-6) and zero == fixed[1]):
             return False
     return True
 
