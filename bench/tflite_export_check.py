@@ -4,7 +4,7 @@ Calibrated on four shared photos, checked on a fifth. Per layer (each layer run 
 bit for bit / within 1 / 2 / more steps, for LiteRT's XNNPACK and builtin kernels; end to end:
 cosine and largest difference of LiteRT's outputs against the simulator's and the layers Teflon would take.
 
-    PYTHONPATH=. python bench/tflite_export_check.py [--size 64] [--method layer]
+    PYTHONPATH=. python bench/tflite_export_check.py [--size 64] [--method layer] [--as-exported]
 """
 from __future__ import annotations
 
@@ -60,7 +60,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=64, help="det input side")
     parser.add_argument("--method", default="layer")
+    parser.add_argument("--as-exported", action="store_true",
+                        help="compare with the simulator of the export (init_runtime(simulate='tflite'))")
     args = parser.parse_args()
+    from openrknn.export.tflite.target import as_exported
     from openrknn.export.tflite import tflite_bytes
     from openrknn.export.tflite.verify import compare_layers, run_litert
     root = shared_data_root()
@@ -85,11 +88,12 @@ def main() -> None:
             x = photo(PHOTOS[4], shape, framework)
             feeds = {rknn._model.graph.graph.input[0].name: x}
             counts = []
+            reference = as_exported(rknn._model) if args.as_exported else rknn._model
             for kernels in ("xnnpack", "builtin"):
-                steps = [k.max_steps for k in compare_layers(rknn._model, feeds, kernels)]
+                steps = [k.max_steps for k in compare_layers(reference, feeds, kernels)]
                 c = Counter(min(k, 3) for k in steps)
                 counts.append("/".join(str(c.get(i, 0)) for i in range(4)) + f" (max {max(steps)})")
-            rknn.init_runtime()
+            rknn.init_runtime(simulate="tflite" if args.as_exported else "npu")
             layout = "nchw" if framework == "onnx" else "nhwc"
             expected = rknn.inference(inputs=[x], data_format=layout)
             lite_input = x.transpose(0, 2, 3, 1) if framework == "onnx" else x

@@ -272,9 +272,13 @@ class RKNN(RuntimeInfo):
     @api_call
     def init_runtime(self, target: str | None = None, device_id: str | None = None, perf_debug: bool = False,
                      eval_mem: bool = False, async_mode: bool = False, core_mask: int = RuntimeInfo.NPU_CORE_AUTO,
-                     fallback_prior_device: str = "cpu") -> int:
+                     fallback_prior_device: str = "cpu", simulate: str = "npu") -> int:
         """Start the runtime. ``target=None`` is the simulator; a platform name without a connected
-        board also runs the simulator of that platform (with a warning)."""
+        board also runs the simulator of that platform (with a warning).
+
+        ``simulate`` (openrknn): ``'npu'`` (default) simulates the NPU the model is built for;
+        ``'tflite'`` simulates the file ``export_tflite`` writes, as LiteRT runs it (float layers in
+        float32 on the CPU, int8 intermediates; docs/deployment.md)."""
         from openrknn.runtime import remote
         from openrknn.sim.session import Simulator
         model = self._require_model("init_runtime")
@@ -307,7 +311,7 @@ class RKNN(RuntimeInfo):
             self._runtime = remote.open_runtime(board, model, {**self._runtime_options, "async_mode": async_mode})
             log.info(f"init_runtime: running on {self._runtime.label}")
             return 0
-        self._runtime = Simulator(model, self._custom_ops)
+        self._runtime = Simulator(_simulated(model, simulate, "init_runtime"), self._custom_ops)
         log.info(f"init_runtime: simulator ready ({'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
         return 0
 
@@ -366,8 +370,11 @@ class RKNN(RuntimeInfo):
 
     @api_call
     def accuracy_analysis(self, inputs: Any, output_dir: str | None = "./snapshot", target: str | None = None,
-                          device_id: str | None = None, calc_qnt_error: bool = True) -> int:
-        """Per-layer accuracy of the built model against the float model."""
+                          device_id: str | None = None, calc_qnt_error: bool = True, simulate: str = "npu") -> int:
+        """Per-layer accuracy of the built model against the float model.
+
+        ``simulate`` (openrknn): ``'tflite'`` analyses the model as exported to TFLite (see
+        ``init_runtime``)."""
         if self._loaded_from_rknn:
             raise RuntimeStateError("accuracy_analysis needs the original model: after load_rknn the float model "
                                     "is not available. Load the source model and build it instead")
@@ -377,7 +384,8 @@ class RKNN(RuntimeInfo):
         if target is not None and board is None:
             log.warning(f"accuracy_analysis: no board connection; target '{target}' is compared on the simulator only")
         from openrknn.analysis import run_accuracy_analysis
-        result = run_accuracy_analysis(model, inputs, output_dir, self._cfg(), self._custom_ops)
+        result = run_accuracy_analysis(_simulated(model, simulate, "accuracy_analysis"), inputs, output_dir,
+                                       self._cfg(), self._custom_ops)
         if board is not None:
             from openrknn.runtime import remote_report
             runtime = remote.open_runtime(board, model, {"target": target})
@@ -544,3 +552,14 @@ class RKNN(RuntimeInfo):
         self._close_runtime()
         self._model = None
         self._source = None
+
+
+def _simulated(model, simulate: str, api: str):
+    """The model the simulator runs: as built for the NPU, or as exported to TFLite."""
+    if simulate == "npu":
+        return model
+    if simulate != "tflite":
+        raise RuntimeStateError(f"simulate must be 'npu' or 'tflite', not {simulate!r}")
+    from openrknn.export.tflite.target import as_exported
+    log.info(f"{api}: simulating the model as exported to TFLite (CPU float layers in float32, int8 intermediates)")
+    return as_exported(model)

@@ -24,7 +24,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if args.model.endswith((".yml", ".yaml")):
         from openrknn.cli.rknn_convert import convert
         out_dir = args.output or "."
-        convert(args.model, out_dir, args.target_platform, verbose=args.verbose)
+        convert(args.model, out_dir, args.target_platform, verbose=args.verbose, export_format=args.format,
+                quantized_method=args.quantized_method)
         return 0
     from openrknn.api.rknn import RKNN
     rknn = RKNN(verbose=args.verbose)
@@ -37,6 +38,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
         kwargs["quantized_dtype"] = args.quantized_dtype
     if args.quantized_algorithm:
         kwargs["quantized_algorithm"] = args.quantized_algorithm
+    method = tflite_quantized_method(args)
+    if method:
+        kwargs["quantized_method"] = method
     sizes = parse_input_size_list(args.input_size_list)
     steps = [lambda: rknn.config(**kwargs), lambda: _load_by_extension(rknn, args.model, sizes),
              lambda: rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset,
@@ -48,8 +52,16 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def tflite_quantized_method(args: argparse.Namespace) -> str | None:
+    """``--quantized-method``; for ``--format tflite`` 'layer' by default: Teflon's Rockchip backend
+    takes per-tensor weights only (per-channel ones leave every Conv on the CPU)."""
+    if args.quantized_method:
+        return args.quantized_method
+    return "layer" if args.format == "tflite" else None
+
+
 def _export(rknn, args: argparse.Namespace) -> int:
-    if args.format == "tflite":
+    if args.format == "tflite":   # export_tflite prints the report, ending "N of M layers on the NPU ..."
         return rknn.export_tflite(args.output or os.path.splitext(args.model)[0] + "_int8.tflite")
     if getattr(args, "toolchain", None):
         return rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn", toolchain=args.toolchain,
@@ -154,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=None, help=".rknn path (folder for .yml)")
     p.add_argument("--format", choices=("rknn", "tflite"), default="rknn",
                    help="tflite: a fully-int8 .tflite for LiteRT / Mesa Teflon (needs --dataset)")
+    p.add_argument("--quantized-method", dest="quantized_method", choices=("layer", "channel"), default=None,
+                   help="weights per tensor ('layer') or per output channel ('channel'); default: 'layer' with "
+                        "--format tflite (what Teflon's NPU backend takes), the config default ('channel') otherwise")
     p.add_argument("--mean", default=None, help="e.g. '123.675 116.28 103.53' ('#' between inputs)")
     p.add_argument("--std", default=None)
     p.add_argument("--dataset", default=None, help="calibration dataset.txt: quantize")

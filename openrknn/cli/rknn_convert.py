@@ -74,8 +74,11 @@ def config_kwargs(configs: dict[str, Any], platform: str) -> dict[str, Any]:
 
 
 def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: bool = False,
-            accuracy_inputs: str | None = None, verbose: bool = False) -> str:
-    """Convert as the yml says; returns the written .rknn path. Raises on failure."""
+            accuracy_inputs: str | None = None, verbose: bool = False, export_format: str = "rknn",
+            quantized_method: str | None = None) -> str:
+    """Convert as the yml says; returns the written .rknn path (``export_format='tflite'``: the
+    ``<name>_int8.tflite`` written by ``export_tflite``, per-tensor weights unless the yml or
+    ``quantized_method`` says otherwise). Raises on failure."""
     from openrknn.api.rknn import RKNN
     from openrknn.errors import ConfigError
 
@@ -91,6 +94,8 @@ def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: 
     name = str(spec.get("name", "model"))
     name = name[:-5] if name.endswith(".rknn") else name
     kwargs = config_kwargs(spec.get("configs") or {}, platform)
+    if quantized_method or export_format == "tflite":   # Teflon's NPU backend takes per-tensor weights
+        kwargs["quantized_method"] = quantized_method or kwargs.get("quantized_method") or "layer"
     quantize = _as_bool(spec.get("quantize", False))
     for key in ("mean_values", "std_values", "quant_img_RGB2BGR", "quantized_dtype", "quantized_algorithm",
                 "target_platform", "quantized_method", "optimization_level"):
@@ -110,8 +115,13 @@ def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: 
         finally:
             os.chdir(cwd)
         os.makedirs(output_dir, exist_ok=True)
-        out_path = os.path.join(output_dir, name + ".rknn")
-        if rknn.export_rknn(out_path) != 0:
+        if export_format == "tflite":
+            out_path = os.path.join(output_dir, name + "_int8.tflite")
+            exported = rknn.export_tflite(out_path)
+        else:
+            out_path = os.path.join(output_dir, name + ".rknn")
+            exported = rknn.export_rknn(out_path)
+        if exported != 0:
             raise ConfigError("export failed (see the E line above)")
         if accuracy_inputs:
             rknn.accuracy_analysis(inputs=[accuracy_inputs], output_dir=os.path.join(output_dir, "snapshot"))
@@ -120,7 +130,7 @@ def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: 
             rknn.eval_perf()
             rknn.init_runtime(target=platform, eval_mem=True)
             rknn.eval_memory()
-        print(f"output rknn path: {out_path}")
+        print(f"output {'tflite' if export_format == 'tflite' else 'rknn'} path: {out_path}")
         return out_path
     finally:
         rknn.release()

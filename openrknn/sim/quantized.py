@@ -112,11 +112,15 @@ class _Lowering:
         self.uses_ms = False
         self._consts: set[str] = set()
         self.narrow_to = narrow_to   # (dtype, qtype) 8-bit layers read 16-bit tensors as
+        # float layers store float16 on the NPU; a model simulated as exported to TFLite runs them in
+        # float32 (openrknn.export.tflite.target)
+        self.half = onnx.TensorProto.FLOAT if model.metadata.get("float_layers_dtype") == "float32" \
+            else onnx.TensorProto.FLOAT16
 
     # ------------------------------------------------------------------ driver
     def run(self) -> onnx.ModelProto:
         for init in self.src.graph.initializer:
-            if init.data_type == onnx.TensorProto.FLOAT:
+            if init.data_type == onnx.TensorProto.FLOAT and self.half == onnx.TensorProto.FLOAT16:
                 self.new_inits.append(numpy_helper.from_array(round_to_fp16(numpy_helper.to_array(init)), init.name))
             else:
                 self.new_inits.append(init)
@@ -283,7 +287,7 @@ class _Lowering:
             raw, half = f"{out}__raw", f"{out}__half"
             final = out if out in self.keep else f"{out}__fp16"
             copy.output[i] = raw
-            self.nodes += [helper.make_node("Cast", [raw], [half], to=onnx.TensorProto.FLOAT16, name=f"{half}_cast"),
+            self.nodes += [helper.make_node("Cast", [raw], [half], to=self.half, name=f"{half}_cast"),
                            helper.make_node("Cast", [half], [final], to=onnx.TensorProto.FLOAT, name=f"{final}_cast")]
             self.float_name[out] = final
 
@@ -439,7 +443,7 @@ class _Lowering:
         else:   # read by float16 layers only: stored as float16(s_x·s_w·acc)
             real = y if y in self.keep else f"{y}__fp16"
             self.nodes += [helper.make_node("Mul", [acc, factor], [f"{y}__raw"], name=f"{y}__real"),
-                           helper.make_node("Cast", [f"{y}__raw"], [f"{y}__half"], to=onnx.TensorProto.FLOAT16,
+                           helper.make_node("Cast", [f"{y}__raw"], [f"{y}__half"], to=self.half,
                                             name=f"{y}__half_cast"),
                            helper.make_node("Cast", [f"{y}__half"], [real], to=onnx.TensorProto.FLOAT,
                                             name=f"{real}_cast")]

@@ -55,3 +55,20 @@ def test_real_model_per_layer(shared_data, tmp_path, name):
     assert len(plain) >= 5 and max(c.max_steps for c in plain) == 0, [c for c in plain if c.max_steps]
     assert sum(c.max_steps <= 1 for c in checks) >= 0.75 * len(checks)
 
+
+# (PP-OCRv4 rec, 11 s here, runs with -m slow; the end-to-end test covers it in the default suite)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "ch_PP-OCRv4_rec_infer" else n
+                                  for n in sorted(CASES)])
+def test_real_model_per_layer_as_exported(shared_data, tmp_path, name):
+    """Against the simulator of the export (int8 intermediates, float32 CPU layers): every int8 layer
+    within 2 steps, every float layer within the stated tolerance."""
+    from openrknn.export.tflite.target import as_exported
+    from openrknn.export.tflite.verify import compare_layers
+    framework, shape, _ = CASES[name]
+    rknn, shape = _built(shared_data, name, framework, shape, tmp_path)
+    model = as_exported(rknn._model)
+    x = np.random.default_rng(5).uniform(0, 255, shape).astype(np.float32)
+    checks = compare_layers(model, {model.graph.graph.input[0].name: x})
+    assert len(checks) > 40
+    assert max(c.max_steps for c in checks) <= 2, [c for c in checks if c.max_steps > 2]
+    assert all(c.float_ok for c in checks), [c for c in checks if not c.float_ok]

@@ -51,7 +51,8 @@ def format_report(rows: list[LayerRow]) -> str:
              f"{'-' * width}  {'-' * ops_width}  {'-' * 12}  ---"]
     lines += [f"{r.layer:<{width}}  {r.ops:<{ops_width}}  {r.runs_on:<12}  {r.why}" for r in rows]
     npu = sum(r.runs_on.startswith("NPU") for r in rows)
-    lines.append(f"{npu} of {len(rows)} layers for Teflon's Rockchip backend; the others run on the CPU in LiteRT")
+    lines.append(f"{npu} of {len(rows)} layers on the NPU (the layers for Teflon's Rockchip backend); the others run "
+                 "on the CPU in LiteRT")
     return "\n".join(lines)
 
 
@@ -67,10 +68,12 @@ def export_tflite(model: RKNNModel, path: str, float_io: bool = True, report_pat
                     "(quantized_method='channel'): Teflon's Rockchip backend needs per-tensor quantization, so those "
                     "layers run on the CPU; build with quantized_method='layer' for the open NPU path")
     write_atomic(path, data)
-    report = [{"layer": r.layer, "ops": r.ops, "runs_on": r.runs_on, "why": r.why} for r in rows]
+    report = [{"layer": r.layer, "ops": r.ops, "runs_on": r.runs_on, "why": r.why,
+               "precision": "int8" if r.int8 else "float"} for r in rows]
     if report_path:
         write_atomic(report_path, json.dumps(report, indent=1).encode())
     if not quiet:
         print(format_report(rows))
-    log.info(f"export_tflite: {path} ({len(data) / 1024:.1f} KiB, {os.path.basename(path)})")
+    npu = sum(r.runs_on.startswith("NPU") for r in rows)
+    log.info(f"export_tflite: {path} ({len(data) / 1024:.1f} KiB): {npu} of {len(rows)} layers on the NPU (Teflon)")
     return report

@@ -67,7 +67,8 @@ def _closure_model(ex, nodes: list[onnx.NodeProto], tensor: str, exit_name: str)
 def _edges(evaluator, tensor: str, reach: float, rank: int, params) -> tuple[float, float]:
     """The smallest interval of ``[-reach, reach]`` outside which the quantized output is constant."""
     grid = np.linspace(-reach, reach, _GRID, dtype=np.float32).reshape((_GRID,) + (1,) * (rank - 1))
-    values = np.asarray(evaluator.run(None, {tensor: grid})[0], np.float32).reshape(_GRID, -1)
+    with np.errstate(over="ignore", invalid="ignore"):   # exp overflows far out on the grid: saturated values
+        values = np.asarray(evaluator.run(None, {tensor: grid})[0], np.float32).reshape(_GRID, -1)
     scale, zero = float(params.scale.ravel()[0]), int(params.zero_point.ravel()[0])
     q = np.clip(np.rint(values / np.float32(scale)) + zero, params.qmin, params.qmax)
     xs = grid.ravel()

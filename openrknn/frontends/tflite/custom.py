@@ -21,7 +21,10 @@ from openrknn.graph.custom_ops import CUSTOM_DOMAIN
 @converter("CUSTOM")
 def custom(ctx: Context, op: Operator) -> None:
     code = op.custom_code or "CUSTOM"
-    if ctx.custom_ops is None or code not in ctx.custom_ops:
+    registered = ctx.custom_ops is not None and code in ctx.custom_ops
+    if code == "Convolution2DTransposeBias" and not registered:
+        return _transpose_conv_bias(ctx, op)
+    if not registered:
         raise UnsupportedOpError(code, ctx.op_label(op), "TFLite", hint=(
             f"it is a TFLite custom op; register a Python class with op_type = '{code}' through "
             "RKNN.reg_custom_op() before load_tflite() to run it"))
@@ -35,6 +38,23 @@ def custom(ctx: Context, op: Operator) -> None:
         float_domain = t.dtype.kind == "f" or t.quantized   # the graph computes in float32 real values
         elem = TensorProto.FLOAT if float_domain else helper.np_dtype_to_tensor_dtype(t.dtype)
         ctx.value_info.append(helper.make_tensor_value_info(name, elem, t.shape))
+
+
+def _transpose_conv_bias(ctx: Context, op: Operator) -> None:
+    """MediaPipe's ``Convolution2DTransposeBias`` (selfie segmentation, ...): TRANSPOSE_CONV with a
+    bias; its options are the raw C struct ``TfLiteTransposeConvParams`` {padding (1 SAME, 2 VALID),
+    stride_width, stride_height} as three little-endian int32."""
+    import struct
+
+    from openrknn.frontends.tflite.conv import emit_transpose_conv
+    options = bytes(op.custom_options)
+    if len(options) < 12 or len(op.inputs) < 3:
+        raise UnsupportedOpError("Convolution2DTransposeBias", ctx.op_label(op), "TFLite",
+                                 hint="its options are not the 12-byte TfLiteTransposeConvParams struct")
+    padding, stride_w, stride_h = struct.unpack("<3i", options[:12])
+    out_shape = [int(v) for v in ctx.shape(op.outputs[0])]
+    emit_transpose_conv(ctx, op, op.inputs[0], op.inputs[1], op.inputs[2], out_shape, padding == 1,
+                        [stride_h, stride_w])
 
 
 def flexbuffer_attributes(data: bytes) -> dict[str, Any]:

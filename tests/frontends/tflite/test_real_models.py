@@ -120,11 +120,28 @@ def test_real_model_matches_interpreter(shared_data, tmp_path, name):
         assert cosine(out16, ref) > 0.999   # fp16 layers: close, not exact
 
 
-def test_custom_op_refused_without_registration(shared_data, capsys):
+def test_custom_op_refused_without_registration(shared_data, tmp_path, capsys):
+    """An unknown custom op (MediaPipe's, renamed: the frontend knows Convolution2DTransposeBias itself)."""
+    unknown = CUSTOM[:-1] + "Z"
+    data = (shared_data / "models" / "tflite" / "selfie_segmentation.tflite").read_bytes()
+    assert data.count(CUSTOM.encode()) >= 1
+    (tmp_path / "renamed.tflite").write_bytes(data.replace(CUSTOM.encode(), unknown.encode()))
     rknn = RKNN()
-    assert rknn.load_tflite(str(shared_data / "models" / "tflite" / "selfie_segmentation.tflite")) == -1
+    assert rknn.load_tflite(str(tmp_path / "renamed.tflite")) == -1
     log = capsys.readouterr().out
-    assert f"'{CUSTOM}'" in log and "reg_custom_op" in log and "E " in log
+    assert f"'{unknown}'" in log and "reg_custom_op" in log and "E " in log
+
+
+def test_mediapipe_transpose_conv_bias_loads_without_registration(shared_data, tmp_path):
+    """Convolution2DTransposeBias (raw TfLiteTransposeConvParams options) loads as a ConvTranspose with
+    bias and gives LiteRT's values (on the builtin TRANSPOSE_CONV copy of the model)."""
+    path = shared_data / "models" / "tflite" / "selfie_segmentation.tflite"
+    oracle = builtin_copy(path, tmp_path / "builtin.tflite")
+    x = np.random.default_rng(0).uniform(-1, 1, litert.Interpreter(model_path=str(oracle)).get_input_details()[0]
+                                         ["shape"]).astype(np.float32)
+    refs, _ = interpreter_outputs(oracle, x)
+    for ref, out in zip(refs, rknn_outputs(path, x, "float32", register=False)):
+        assert out.shape == ref.shape and relative(out, ref) <= 1e-4
 
 
 @pytest.mark.parametrize("name", MODELS)
