@@ -74,6 +74,7 @@ class RKNN(RuntimeInfo):
         self._loaded_from_rknn = False
         self._model_name = "model"
         self._export_path: str | None = None   # the .rknn codegen ships (last export_rknn / load_rknn)
+        self.limit_findings: list[Any] = []      # the last check_limits() findings (graph.npu_limits.Finding)
 
     # ---------------------------------------------------------------- helpers
     def _failure(self, name: str) -> Any:
@@ -311,6 +312,18 @@ class RKNN(RuntimeInfo):
             from openrknn.report import perf_html, write_html
             log.info(f"eval_perf: report saved to {write_html(report_path, perf_html([report]))}")
         return report.to_dict(perf_debug=perf_debug)
+
+    @api_call
+    def check_limits(self, target_platform: str | None = None, is_print: bool = True) -> int:
+        """(openrknn) Check every layer of the built model against the chip's documented NPU limits
+        (Rockchip's operator list): layers that fall back to the CPU, cannot run on the chip, or break
+        a hardware limit. The findings are then in ``self.limit_findings`` (docs/npu-limits.md)."""
+        from openrknn.profile import limits
+        report = limits.check_model(self._require_model("check_limits"), target_platform)
+        self.limit_findings = list(report.findings)
+        if is_print:
+            print(limits.format_report(report))
+        return 0
 
     @api_call
     def eval_memory(self, is_print: bool = True, report_path: str | None = None) -> dict[str, Any] | None:
