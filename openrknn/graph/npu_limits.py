@@ -635,6 +635,10 @@ def _check_deconv(node, facts, geo, constraints):
         return
     values = {**geo, "height": x[2], "width": x[3], "output_h": out[2], "output_w": out[3]}
     for condition in constraints.get("pad_rejected_if") or []:
+        if "output_" in condition:
+            # read as printed, the output-size conditions reject every ConvTranspose whose bottom pad is
+            # below kernel-1 (the common k4 s2 p1 upsampler included): not applied (docs/npu-limits.md)
+            continue
         try:
             rejected = rule_holds(condition, values)
         except (KeyError, ValueError, SyntaxError):
@@ -658,8 +662,8 @@ def _check_first_layer(node, facts, geo, limits, override):
     n_rule = rule[kind]
     n = n_rule["base"] - max(math.ceil(dkh * dkw / n_rule["divisor"]), n_rule["floor"])
     width = shape[3]
-    if not 1 <= n <= 7:
-        yield BOARD, f"first layer: N = {n} for a {dkh}×{dkw} dilated kernel (must be 1-7)", ""
+    if n < 1:   # the list says 1-7, but RK3588's own formula gives up to 9: only the lower bound is read
+        yield BOARD, f"first layer: N = {n} for a {dkh}×{dkw} dilated kernel (must be at least 1)", ""
         return
     product, bound = width * dkh, rule["dkh_width_factor"] * n
     over = product >= bound if rule["strict"] else product > bound
