@@ -12,7 +12,8 @@ import json
 import logging
 import os
 
-from openrknn import log
+from openrknn import chips, log
+from openrknn.errors import ConfigError
 from openrknn.cli.input_sizes import parse_input_size_list
 
 
@@ -38,7 +39,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         log.error(f"check: {e}")
         return 1
     rknn = RKNN(verbose=args.verbose)
-    if rknn.config(target_platform=args.target_platform, optimization_level=args.optimization_level) != 0:
+    options = {"target_platform": args.target_platform, "optimization_level": args.optimization_level}
+    try:
+        accepted = chips.get_chip(args.target_platform).quantized_dtypes
+        if accepted and "w8a8" not in accepted:   # e.g. rk2118: int16 only
+            options["quantized_dtype"] = accepted[0]
+    except ConfigError:
+        pass   # config() names the unknown platform
+    if rknn.config(**options) != 0:
         return 1
     ext = os.path.splitext(args.model)[1].lower()
     if ext == ".onnx":

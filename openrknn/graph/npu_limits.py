@@ -753,6 +753,9 @@ def _check_resize(node, facts, entry, limits, override):
     coordinate = _text_attr(node, "coordinate_transformation_mode", "half_pixel" if node.op_type == "Resize" else "asymmetric")
     x, y = _as_4d(facts.shape(node.input[0])), _as_4d(facts.shape(node.output[0]))
     factors = [y[i] / x[i] for i in (2, 3)] if x and y and x[2] and x[3] else None
+    scales = facts.array(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if factors and scales is not None and scales.size == 4:
+        factors = [float(scales[2]), float(scales[3])]   # the factors as written (sizes are rounded down)
     integer_up = bool(factors) and all(f == int(f) and f >= 1 for f in factors)
     if mode not in constraints.get("mode", ["nearest", "linear"]):
         yield CPU, f"mode {mode}: only {constraints.get('mode')}", ""
