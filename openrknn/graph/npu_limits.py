@@ -66,7 +66,8 @@ _ACTIVATION_ENTRY = {"Gelu": "exGelu", "Swish": "exSwish", "SiLU": "exSwish", "M
 # entry -> the CPU operator (§4) it falls back to
 _CPU_NAME = {"Convolution": "Convolution", "Depthwise Convolution": "Convolution",
              "ConvTranspose": "ConvTranspose/Deconvolution", "Clip/ReLU6": "Clip", "exMatMul": "MatMul",
-             "exNorm": "exNorm", "Where": "where", "exSwish": "exSwish", "exGelu": "exGelu"}
+             "exNorm": "exNorm", "Where": "where", "exSwish": "exSwish", "exGelu": "exGelu",
+             "GlobalMaxPool": "MaxPool", "GlobalAveragePool": "AveragePool"}
 _CONV_ENTRIES = frozenset({"Convolution", "Depthwise Convolution", "ConvTranspose"})
 _POOL_ENTRIES = frozenset({"MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool"})
 _HARDWARE_KEYS = ("kernel_h", "kernel_w", "stride_h", "stride_w", "pad_top", "pad_left", "pad_bottom", "pad_right",
@@ -88,6 +89,7 @@ class Finding:
     cpu_section: str = ""           # the CPU operator taking over (consequence CPU)
     suggestion: str = ""            # mechanical fix, printed as advice
     cpu_time_us: float | None = None   # estimated CPU time (added by profile.limits)
+    reason: str = ""                # why there is no CPU fallback (consequence UNSUPPORTED)
 
     @property
     def severity(self) -> str:
@@ -101,7 +103,7 @@ class Finding:
             return f"runs on the CPU ({self.cpu_section}{cost})"
         if self.consequence == BOARD:
             return "will fail on the board (the compiler keeps it on the NPU)"
-        return f"unsupported on {self.chip}"
+        return f"unsupported on {self.chip}" + (f" ({self.reason})" if self.reason else "")
 
     def line(self) -> str:
         """The report line: node, op, limit with its section, consequence."""
@@ -111,7 +113,7 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"chip": self.chip, "node": self.node, "op": self.op, "entry": self.entry, "limit": self.limit,
                 "section": self.section, "consequence": self.consequence, "severity": self.severity,
-                "cpu_section": self.cpu_section, "cpu_time_us": self.cpu_time_us, "suggestion": self.suggestion,
+                "cpu_section": self.cpu_section, "reason": self.reason, "cpu_time_us": self.cpu_time_us, "suggestion": self.suggestion,
                 "line": self.line()}
 
 
@@ -389,48 +391,61 @@ def placement(node: onnx.NodeProto, graph: GraphFacts | onnx.ModelProto, chip: A
     if limits is None or not _judged(node, facts):
         return NPU_PLACEMENT
     entry_name = _entry_name(node, facts)
-    op = node.op_type
+    group = facts.layer(node)
+    if group is not None and len(group.nodes) > 1 and entry_name not in _CONV_ENTRIES \
+            and (entry_name is None or limits.entry(entry_name) is None):
+        # a fused block (attention, LayerNorm, a multi-node activation) this chip has no entry for
+        # runs node by node
+        parts = [_place(member, facts, limits, dtype_override, _entry_name(member, facts, standalone=True))
+                 for member in group.nodes if member.op_type not in _SKIPPED_OPS and facts.data_inputs(member)]
+        findings = tuple(f for part in parts for f in part.findings)
+        target = "NONE" if any(p.target == "NONE" for p in parts) else \
+            "CPU" if any(p.target == "CPU" for p in parts) else "NPU"
+        return Placement(target, findings)
+    return _place(node, facts, limits, dtype_override, entry_name)
+
+
+def _place(node: onnx.NodeProto, facts: GraphFacts, limits: ChipLimits, dtype_override: str | None,
+           entry_name: str | None) -> Placement:
     entry = limits.entry(entry_name) if entry_name else None
-    if entry is None or entry.get("status") in ("not_yet_supported",):
-        why = "no NPU entry on this chip" if entry is None else "entry says not yet supported"
-        section = f"§{entry['section']}" if entry else _missing_section(limits, entry_name)
-        return _fallback(limits, node, entry_name or "", [(why, section, "")], facts, dtype_override)
+    if entry is None or entry.get("status") == "not_yet_supported":
+        why = "no NPU entry" if entry is None else "the entry says not yet supported"
+        section = f"§{entry['section']}" if entry else f"§{limits.section}"
+        return _fallback(limits, node, entry_name or "", [(why, section, "")], facts)
     if entry.get("status") == "converted_to_conv":
         return NPU_PLACEMENT
     section = f"§{entry.get('section', '')}"
     board: list[tuple[str, str, str]] = []
     fallback: list[tuple[str, str, str]] = []
-    checks = _checks_for(entry_name)
-    for check in checks:
+    for check in _checks_for(entry_name):
         for family, text, advice in check(node, facts, entry, limits, dtype_override):
             (board if family == BOARD else fallback).append((text, section, advice))
     if fallback:
-        return _fallback(limits, node, entry_name, fallback, facts, dtype_override, extra_board=board)
+        return _fallback(limits, node, entry_name, fallback, facts, extra_board=board)
     if board:
         return Placement("NPU", tuple(_finding(limits, node, entry_name, t, s, BOARD, suggestion=a) for t, s, a in board))
     return NPU_PLACEMENT
 
 
-def _missing_section(limits: ChipLimits, entry_name: str | None) -> str:
-    return f"§{limits.section} (no {entry_name} entry)" if entry_name else f"§{limits.section}, §4"
-
-
 def _finding(limits: ChipLimits, node: onnx.NodeProto, entry: str, limit: str, section: str, consequence: str,
-             cpu_section: str = "", suggestion: str = "") -> Finding:
+             cpu_section: str = "", suggestion: str = "", reason: str = "") -> Finding:
     return Finding(limits.display, node.name or (node.output[0] if node.output else ""), node.op_type, entry, limit,
-                   section, consequence, cpu_section, suggestion)
+                   section, consequence, cpu_section, suggestion, reason=reason)
 
 
 def _fallback(limits: ChipLimits, node: onnx.NodeProto, entry_name: str, reasons: list[tuple[str, str, str]],
-              facts: GraphFacts, dtype_override: str | None, extra_board: Iterable[tuple[str, str, str]] = ()) -> Placement:
+              facts: GraphFacts, extra_board: Iterable[tuple[str, str, str]] = ()) -> Placement:
     cpu = limits.cpu_fallback(entry_name, node.op_type)
     if cpu is not None and not _cpu_limit_broken(cpu, node, facts):
         findings = [_finding(limits, node, entry_name, t, s, CPU, cpu, a) for t, s, a in reasons]
         return Placement("CPU", tuple(findings))
-    why = "" if limits.has_cpu else f" ({limits.display} has no CPU operators)"
-    if limits.has_cpu and cpu is None:
-        why = " (no CPU operator for it on this chip, §4)"
-    findings = [_finding(limits, node, entry_name, t + why, s, UNSUPPORTED, suggestion=a) for t, s, a in reasons]
+    if not limits.has_cpu:
+        why = f"{limits.display} has no CPU operators"
+    elif cpu is not None:
+        why = f"{cpu} takes batch size 1 only"
+    else:
+        why = "no CPU operator for it on this chip (§4)"
+    findings = [_finding(limits, node, entry_name, t, s, UNSUPPORTED, suggestion=a, reason=why) for t, s, a in reasons]
     findings += [_finding(limits, node, entry_name, t, s, BOARD, suggestion=a) for t, s, a in extra_board]
     return Placement("NONE", tuple(findings))
 
@@ -455,9 +470,9 @@ def _judged(node: onnx.NodeProto, facts: GraphFacts) -> bool:
     return group is None or group.main is node or group.main.output[:1] == node.output[:1]
 
 
-def _entry_name(node: onnx.NodeProto, facts: GraphFacts) -> str | None:
+def _entry_name(node: onnx.NodeProto, facts: GraphFacts, standalone: bool = False) -> str | None:
     op = node.op_type
-    group = facts.layer(node)
+    group = None if standalone else facts.layer(node)
     if group is not None and len(group.nodes) > 1:
         if group.activation == npu_layers.LAYER_NORM:
             return "exNorm"
@@ -697,6 +712,10 @@ def _check_pool(node, facts, entry, limits, override):
             yield CPU, f"a 1×1 kernel: {constraints['kernel_1x1']}", ""
     if x:
         for key, index in (("input_channel", 1), ("input_height", 2), ("input_width", 3)):
+            if node.op_type == "GlobalAveragePool" and key != "input_channel":
+                # a larger plane becomes a cascade of depthwise convolutions of at most 7×7 each (rknn-toolkit2
+                # 2.5.0's layer tables; profile.layers._pooling_cascade), never a CPU layer
+                continue
             if key in constraints and not _within(x[index], constraints[key]):
                 yield CPU, f"input {key.split('_')[1]} {x[index]} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", ""
 
@@ -768,8 +787,7 @@ def _check_resize(node, facts, entry, limits, override):
             yield CPU, f"attribute {name} must keep its default", ""
     if _attr(node, "axes", None) is not None:
         yield CPU, "attribute axes must keep its default", ""
-    if len(node.input) > 1 and node.input[1] and facts.array(node.input[1]) is not None and facts.array(node.input[1]).size:
-        yield CPU, "roi is not supported", ""
+    # roi is only read by tf_crop_and_resize, which the coordinate-mode check already reports
     if not factors:
         return
     special = x[2] == x[3] == 1   # [1,c,1,1] -> [1,c,h,w]
