@@ -43,6 +43,8 @@ DATA_FILE = ("data", "op_limits", "npu_op_limits.yaml")
 CPU = "cpu"                  # falls back to the CPU operator of §4
 UNSUPPORTED = "unsupported"  # neither an NPU nor a CPU implementation on this chip
 BOARD = "board"              # stays on the NPU and breaks a hardware limit: fails on the board
+REWRITE = "rewrite"          # rknn-toolkit2 2.5.0 rewrites it into more NPU layers
+KEPT = "kept"                # rknn-toolkit2 2.5.0 keeps it on the NPU although the list does not cover it
 
 _SKIPPED_OPS = frozenset({"Identity", "Dropout", "Constant", "Shape", "Size", "ConstantOfShape",
                           "QuantizeLinear", "DequantizeLinear"})
@@ -90,19 +92,25 @@ class Finding:
     suggestion: str = ""            # mechanical fix, printed as advice
     cpu_time_us: float | None = None   # estimated CPU time (added by profile.limits)
     reason: str = ""                # why there is no CPU fallback (consequence UNSUPPORTED)
+    converter: str = ""             # what rknn-toolkit2 2.5.0 does instead (REWRITE, KEPT, partial CPU)
 
     @property
     def severity(self) -> str:
-        """'W' for a CPU fallback, 'E' for a layer that cannot run (unsupported, board failure)."""
-        return "W" if self.consequence == CPU else "E"
+        """'E' for a layer that cannot run as built (unsupported, board failure), else 'W'."""
+        return "E" if self.consequence in (UNSUPPORTED, BOARD) else "W"
 
     @property
     def outcome(self) -> str:
         if self.consequence == CPU:
             cost = f", est. {self.cpu_time_us / 1000:.3f} ms" if self.cpu_time_us is not None else ""
-            return f"runs on the CPU ({self.cpu_section}{cost})"
+            how = f": rknn-toolkit2 2.5.0 {self.converter}" if self.converter else ""
+            return f"runs on the CPU ({self.cpu_section}{cost}{how})"
         if self.consequence == BOARD:
             return "will fail on the board (the compiler keeps it on the NPU)"
+        if self.consequence == REWRITE:
+            return f"rewritten: rknn-toolkit2 2.5.0 {self.converter}"
+        if self.consequence == KEPT:
+            return f"rknn-toolkit2 2.5.0 {self.converter} although the list does not cover it: check the board's results"
         return f"unsupported on {self.chip}" + (f" ({self.reason})" if self.reason else "")
 
     def line(self) -> str:
@@ -113,7 +121,7 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"chip": self.chip, "node": self.node, "op": self.op, "entry": self.entry, "limit": self.limit,
                 "section": self.section, "consequence": self.consequence, "severity": self.severity,
-                "cpu_section": self.cpu_section, "reason": self.reason, "cpu_time_us": self.cpu_time_us, "suggestion": self.suggestion,
+                "cpu_section": self.cpu_section, "reason": self.reason, "converter": self.converter, "cpu_time_us": self.cpu_time_us, "suggestion": self.suggestion,
                 "line": self.line()}
 
 
@@ -415,30 +423,57 @@ def _place(node: onnx.NodeProto, facts: GraphFacts, limits: ChipLimits, dtype_ov
     if entry.get("status") == "converted_to_conv":
         return NPU_PLACEMENT
     section = f"§{entry.get('section', '')}"
-    board: list[tuple[str, str, str]] = []
-    fallback: list[tuple[str, str, str]] = []
+    found: dict[str, list[tuple[str, str, str, dict[str, Any]]]] = {}
     for check in _checks_for(entry_name):
         for family, text, advice in check(node, facts, entry, limits, dtype_override):
-            (board if family == BOARD else fallback).append((text, section, advice))
-    if fallback:
-        return _fallback(limits, node, entry_name, fallback, facts, extra_board=board)
-    if board:
-        return Placement("NPU", tuple(_finding(limits, node, entry_name, t, s, BOARD, suggestion=a) for t, s, a in board))
-    return NPU_PLACEMENT
+            behaviour = _converter_behaviour(family)
+            kind = behaviour.get("consequence") or (BOARD if family == BOARD else "fallback")
+            found.setdefault(kind, []).append((text, section, advice, behaviour))
+    kept = [_finding(limits, node, entry_name, t, s, kind, suggestion=a, converter=b.get("text", ""))
+            for kind in (REWRITE, KEPT, BOARD) for t, s, a, b in found.get(kind, [])]
+    if found.get("fallback"):
+        return _fallback(limits, node, entry_name, [(t, s, a) for t, s, a, _ in found["fallback"]], facts, kept)
+    if found.get(CPU):   # part of the layer goes to a named CPU operator (e.g. a ConvTranspose's zero insertion)
+        parts = []
+        for text, sec, advice, behaviour in found[CPU]:
+            cpu = limits.cpu_fallback(behaviour.get("cpu", ""), behaviour.get("cpu", ""))
+            consequence = CPU if cpu else UNSUPPORTED
+            reason = "" if cpu else (f"{limits.display} has no CPU operators" if not limits.has_cpu
+                                     else f"no CPU {behaviour.get('cpu')} on this chip (§4)")
+            parts.append(_finding(limits, node, entry_name, text, sec, consequence, cpu or "", advice, reason,
+                                  behaviour.get("text", "")))
+        target = "CPU" if all(f.consequence == CPU for f in parts) else "NONE"
+        return Placement(target, tuple(parts + kept))
+    return Placement("NPU", tuple(kept)) if kept else NPU_PLACEMENT
+
+
+@functools.cache
+def _behaviours() -> dict[str, dict[str, Any]]:
+    return dict((_raw().get("converter_behaviour") or {}).get("families") or {})
+
+
+def _converter_behaviour(family: str) -> dict[str, Any]:
+    """What rknn-toolkit2 2.5.0 does with a layer outside this limit family ({} = the list's rule)."""
+    found = dict(_behaviours().get(family) or {})
+    if found.get("consequence") == "rewrite":
+        found["consequence"] = REWRITE
+    elif found.get("consequence") == "npu":
+        found["consequence"] = KEPT
+    return found
 
 
 def _finding(limits: ChipLimits, node: onnx.NodeProto, entry: str, limit: str, section: str, consequence: str,
-             cpu_section: str = "", suggestion: str = "", reason: str = "") -> Finding:
+             cpu_section: str = "", suggestion: str = "", reason: str = "", converter: str = "") -> Finding:
     return Finding(limits.display, node.name or (node.output[0] if node.output else ""), node.op_type, entry, limit,
-                   section, consequence, cpu_section, suggestion, reason=reason)
+                   section, consequence, cpu_section, suggestion, reason=reason, converter=converter)
 
 
 def _fallback(limits: ChipLimits, node: onnx.NodeProto, entry_name: str, reasons: list[tuple[str, str, str]],
-              facts: GraphFacts, extra_board: Iterable[tuple[str, str, str]] = ()) -> Placement:
+              facts: GraphFacts, extra: Iterable[Finding] = ()) -> Placement:
     cpu = limits.cpu_fallback(entry_name, node.op_type)
     if cpu is not None and not _cpu_limit_broken(cpu, node, facts):
         findings = [_finding(limits, node, entry_name, t, s, CPU, cpu, a) for t, s, a in reasons]
-        return Placement("CPU", tuple(findings))
+        return Placement("CPU", tuple(findings) + tuple(extra))
     if not limits.has_cpu:
         why = f"{limits.display} has no CPU operators"
     elif cpu is not None:
@@ -446,8 +481,7 @@ def _fallback(limits: ChipLimits, node: onnx.NodeProto, entry_name: str, reasons
     else:
         why = "no CPU operator for it on this chip (§4)"
     findings = [_finding(limits, node, entry_name, t, s, UNSUPPORTED, suggestion=a, reason=why) for t, s, a in reasons]
-    findings += [_finding(limits, node, entry_name, t, s, BOARD, suggestion=a) for t, s, a in extra_board]
-    return Placement("NONE", tuple(findings))
+    return Placement("NONE", tuple(findings) + tuple(extra))
 
 
 def _cpu_limit_broken(cpu: str, node: onnx.NodeProto, facts: GraphFacts) -> bool:
@@ -511,7 +545,7 @@ def _check_dtype(node, facts, entry, limits, override):
     data = facts.data_inputs(node)
     dtype = facts.dtype(data[0], override) if data else None
     if allowed and dtype and dtype not in allowed:
-        yield CPU, f"data type {dtype} not in {sorted(allowed)}", ""
+        yield "dtype", f"data type {dtype} not in {sorted(allowed)}", ""
 
 
 def _check_quant(node, facts, entry, limits, override):
@@ -524,7 +558,7 @@ def _check_quant(node, facts, entry, limits, override):
             continue
         const = facts.is_const(name)
         if (const and not channel_ok) or (not const and not activation_channel_ok):
-            yield CPU, f"'{name}' is quantized per-channel; the entry takes per-layer only", ""
+            yield "quantization", f"'{name}' is quantized per-channel; the entry takes per-layer only", ""
 
 
 def _as_4d(shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -566,7 +600,7 @@ def _check_broadcast(node, facts, entry, limits, override):
         if shape is None or len(shape) != 4:
             continue
         if not _broadcast_ok(shape, out, patterns):
-            yield CPU, f"input '{name}' {list(facts.shape(name))} broadcasts to {list(out)}: allowed is {words}", ""
+            yield "broadcast", f"input '{name}' {list(facts.shape(name))} broadcasts to {list(out)}: allowed is {words}", ""
 
 
 def _range_text(key: str, rule: Any) -> str:
@@ -614,13 +648,19 @@ def _check_conv(node, facts, entry, limits, override):
     broken = [key for key in _HARDWARE_KEYS if key in constraints and not _within(geo[key], constraints[key])]
     for key in broken:
         advice = _kernel_advice(geo, constraints, key) if key.startswith("kernel") else ""
-        yield BOARD, f"{key.replace('_', ' ')} {geo[key]} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", advice
+        yield _conv_family(node, facts, key), f"{key.replace('_', ' ')} {geo[key]} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", advice
     dkh = geo["kernel_h"] * geo["dilation_h"] - geo["dilation_h"] + 1
     if dkh > 1 and geo["width"] >= 16383:
         yield BOARD, f"input width {geo['width']} must be < 16383 when the dilated kernel height is {dkh}", ""
     if node.op_type == "ConvTranspose":
         yield from _check_deconv(node, facts, geo, constraints)
     yield from _check_first_layer(node, facts, geo, limits, override)
+
+
+def _conv_family(node: onnx.NodeProto, facts: GraphFacts, key: str) -> str:
+    """conv_kernel / conv_stride / conv_pad / conv_dilation, depthwise_kernel, deconv_stride ..."""
+    kind = "deconv" if node.op_type == "ConvTranspose" else "depthwise" if _is_depthwise(node, facts) else "conv"
+    return f"{kind}_{key.split('_')[0]}"
 
 
 def _kernel_advice(geo: dict[str, int], constraints: dict[str, Any], key: str) -> str:
@@ -701,15 +741,15 @@ def _check_pool(node, facts, entry, limits, override):
                   "pad_top": pads[0], "pad_left": pads[1], "pad_bottom": pads[2], "pad_right": pads[3]}
         for key, value in values.items():
             if key in constraints and not _within(value, constraints[key]):
-                yield CPU, f"{key.replace('_', ' ')} {value} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", ""
+                yield "pool_kernel" if key.startswith("kernel") else "pool_stride_pad", f"{key.replace('_', ' ')} {value} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", ""
         auto_pad = _attr(node, "auto_pad", b"NOTSET")
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
         if auto_pad not in constraints.get("auto_pad", ["NOTSET"]):
-            yield CPU, f"auto_pad {auto_pad}: only {constraints.get('auto_pad', ['NOTSET'])}", ""
+            yield "pool_auto_pad", f"auto_pad {auto_pad}: only {constraints.get('auto_pad', ['NOTSET'])}", ""
         if _attr(node, "ceil_mode", 0) and "not supported" in str(constraints.get("ceil_mode", "")):
-            yield CPU, "ceil_mode=1 is not supported", ""
+            yield "pool_ceil_mode", "ceil_mode=1 is not supported", ""
         if "kernel_1x1" in constraints and kernel[0] == kernel[-1] == 1:
-            yield CPU, f"a 1×1 kernel: {constraints['kernel_1x1']}", ""
+            yield "pool_kernel_1x1", f"a 1×1 kernel: {constraints['kernel_1x1']}", ""
     if x:
         for key, index in (("input_channel", 1), ("input_height", 2), ("input_width", 3)):
             if node.op_type == "GlobalAveragePool" and key != "input_channel":
@@ -717,7 +757,7 @@ def _check_pool(node, facts, entry, limits, override):
                 # 2.5.0's layer tables; profile.layers._pooling_cascade), never a CPU layer
                 continue
             if key in constraints and not _within(x[index], constraints[key]):
-                yield CPU, f"input {key.split('_')[1]} {x[index]} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", ""
+                yield "global_pool_size" if node.op_type.startswith("Global") else "pool_input_size", f"input {key.split('_')[1]} {x[index]} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", ""
 
 
 def _check_transpose(node, facts, entry, limits, override):
@@ -727,9 +767,13 @@ def _check_transpose(node, facts, entry, limits, override):
         return
     rank = len(shape)
     perm = tuple(_attr(node, "perm", list(range(rank))[::-1]))
-    if rank > 4:
-        yield CPU, f"a {rank}-D Transpose: the NPU permutes the four NCHW axes only", ""
-        return
+    if rank > 4:   # axes that stay neighbours merge (the converter reshapes around the transpose)
+        reduced = _merged_perm(tuple(shape), perm)
+        if reduced is None:
+            yield "transpose_rank", f"a {rank}-D Transpose: the NPU permutes the four NCHW axes only", ""
+            return
+        shape, perm = reduced
+        rank = len(shape)
     lead = 4 - rank
     perm4 = tuple(range(lead)) + tuple(p + lead for p in perm)
     shape4 = _as_4d(shape)
@@ -739,7 +783,26 @@ def _check_transpose(node, facts, entry, limits, override):
     if rule_holds(rule, values):
         return
     what = "not supported" if rule.upper().startswith("NOT SUPPORTED") else f"size rule {rule} fails for {list(shape4)}"
-    yield CPU, f"perm {list(perm4)} ({dtype}): {what}", _transpose_advice(perm4, shape4, limits, dtype, constraints)
+    yield "transpose_perm" if rule.upper().startswith("NOT SUPPORTED") else "transpose_size", f"perm {list(perm4)} ({dtype}): {what}", _transpose_advice(perm4, shape4, limits, dtype, constraints)
+
+
+def _merged_perm(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The same transpose with size-1 axes dropped and neighbouring axes that move together merged;
+    None when it still has more than 4 axes."""
+    keep = [a for a in range(len(shape)) if shape[a] != 1]
+    order = [a for a in perm if shape[a] != 1]
+    groups: list[list[int]] = []
+    for axis in order:
+        if groups and axis == groups[-1][-1] + 1 and keep.index(axis) == keep.index(groups[-1][-1]) + 1:
+            groups[-1].append(axis)
+        else:
+            groups.append([axis])
+    if len(groups) > 4:
+        return None
+    by_input = sorted(groups, key=lambda g: g[0])
+    merged_shape = tuple(math.prod(shape[a] for a in g) for g in by_input)
+    merged_perm = tuple(by_input.index(g) for g in groups)
+    return merged_shape or (1,), merged_perm or (0,)
 
 
 def _transpose_values(shape4: tuple[int, ...], constraints: dict[str, Any]) -> dict[str, int]:
@@ -777,16 +840,16 @@ def _check_resize(node, facts, entry, limits, override):
         factors = [float(scales[2]), float(scales[3])]   # the factors as written (sizes are rounded down)
     integer_up = bool(factors) and all(f == int(f) and f >= 1 for f in factors)
     if mode not in constraints.get("mode", ["nearest", "linear"]):
-        yield CPU, f"mode {mode}: only {constraints.get('mode')}", ""
+        yield "resize_mode", f"mode {mode}: only {constraints.get('mode')}", ""
     # nearest with integer factors picks the same pixels with any coordinate mode and rounding, so an
     # 'asymmetric'/'floor' exporter default is the listed half_pixel resize
     if coordinate not in constraints.get("coordinate_transformation_mode", []) and not (mode == "nearest" and integer_up):
-        yield CPU, f"coordinate_transformation_mode {coordinate}: only {constraints.get('coordinate_transformation_mode')}", ""
+        yield "resize_coordinate", f"coordinate_transformation_mode {coordinate}: only {constraints.get('coordinate_transformation_mode')}", ""
     for name, default in (("antialias", 0), ("exclude_outside", 0)):
         if _attr(node, name, default) != default:
-            yield CPU, f"attribute {name} must keep its default", ""
+            yield "resize_attribute", f"attribute {name} must keep its default", ""
     if _attr(node, "axes", None) is not None:
-        yield CPU, "attribute axes must keep its default", ""
+        yield "resize_attribute", "attribute axes must keep its default", ""
     # roi is only read by tf_crop_and_resize, which the coordinate-mode check already reports
     if not factors:
         return
@@ -794,8 +857,16 @@ def _check_resize(node, facts, entry, limits, override):
     in_range = all(f == int(f) and (f == 1 or 2 <= f <= 8) for f in factors) and any(f != 1 for f in factors)
     if not special and not in_range:
         printed = " × ".join(f"{f:g}" for f in factors)
-        yield CPU, f"scale (H × W) {printed} ({x[2]}×{x[3]} -> {y[2]}×{y[3]}): integer factors 2-8 only", \
+        yield _resize_family(factors, mode), f"scale (H × W) {printed} ({x[2]}×{x[3]} -> {y[2]}×{y[3]}): integer factors 2-8 only", \
             _resize_advice(factors, x, mode)
+
+
+def _resize_family(factors: list[float], mode: str) -> str:
+    if mode == "nearest":
+        return "resize_nearest_scale"
+    if all(0 < f < 1 and abs(1 / f - round(1 / f)) < 1e-6 for f in factors if f != 1):
+        return "resize_downscale"
+    return "resize_scale"
 
 
 def _resize_advice(factors: list[float], x: tuple[int, ...], mode: str) -> str:
@@ -831,13 +902,13 @@ def _check_axis(node, facts, entry, limits, override):
     axis = int(_attr(node, "axis", default))
     axis4 = (axis + rank if axis < 0 else axis) + (4 - rank) if rank <= 4 else None
     if axis4 is None or axis4 not in allowed:
-        yield CPU, f"axis {axis} (axis {axis4} of the 4-D NCHW tensor) not in {allowed}", ""
+        yield "softmax_axis" if node.op_type in ("Softmax", "Hardmax") else "axis", f"axis {axis} (axis {axis4} of the 4-D NCHW tensor) not in {allowed}", ""
         return
     x = _as_4d(shape)
     if "input_channel" in constraints and isinstance(constraints["input_channel"], dict) and not _within(x[1], constraints["input_channel"]):
-        yield CPU, f"input channel {x[1]} outside {constraints['input_channel']['min']}-{constraints['input_channel']['max']}", ""
+        yield "softmax_size", f"input channel {x[1]} outside {constraints['input_channel']['min']}-{constraints['input_channel']['max']}", ""
     if axis4 == 3 and "1-8192" in str(constraints.get("input_width", "")) and not 1 <= x[3] <= 8192:
-        yield CPU, f"input width {x[3]} outside 1-8192 for axis 3", ""
+        yield "softmax_size", f"input width {x[3]} outside 1-8192 for axis 3", ""
 
 
 def _check_slice(node, facts, entry, limits, override):
@@ -845,34 +916,34 @@ def _check_slice(node, facts, entry, limits, override):
     if steps is not None and any(int(s) != 1 for s in steps.ravel()):
         x = _as_4d(facts.shape(node.input[0]))
         if not (x and x[2] * x[3] == 1):
-            yield CPU, f"steps {[int(s) for s in steps.ravel()]}: all steps must be 1", ""
+            yield "slice_step", f"steps {[int(s) for s in steps.ravel()]}: all steps must be 1", ""
 
 
 def _check_pad(node, facts, entry, limits, override):
     constraints = entry.get("constraints") or {}
     mode = _text_attr(node, "mode", "constant")
     if mode not in constraints.get("mode", ["constant", "reflect"]):
-        yield CPU, f"mode {mode}: only {constraints.get('mode')}", ""
+        yield "pad_mode", f"mode {mode}: only {constraints.get('mode')}", ""
     reflect = constraints.get("reflect")
     x = _as_4d(facts.shape(node.input[0]))
     if mode == "reflect" and isinstance(reflect, dict) and x:
         for key, index in (("channel", 1), ("height", 2), ("width", 3)):
             if key in reflect and not _within(x[index], reflect[key]):
-                yield CPU, f"reflect pad: input {key} {x[index]} outside {reflect[key]['min']}-{reflect[key]['max']}", ""
+                yield "pad_size", f"reflect pad: input {key} {x[index]} outside {reflect[key]['min']}-{reflect[key]['max']}", ""
 
 
 def _check_pow(node, facts, entry, limits, override):
     allowed = (entry.get("constraints") or {}).get("exponent_values")
     exponent = facts.array(node.input[1]) if len(node.input) > 1 else None
     if allowed and exponent is not None and (exponent.size != 1 or float(exponent.ravel()[0]) not in allowed):
-        yield CPU, f"exponent {exponent.ravel().tolist()[:4]}: only a single value in {allowed}", ""
+        yield "pow_exponent", f"exponent {exponent.ravel().tolist()[:4]}: only a single value in {allowed}", ""
 
 
 def _check_rank(node, facts, entry, limits, override):
     for name in list(facts.data_inputs(node)) + [o for o in node.output if o]:
         shape = facts.shape(name)
         if shape is not None and len(shape) > 4:
-            yield CPU, f"tensor '{name}' is {len(shape)}-D: NPU entries take at most 4-D (NCHW)", ""
+            yield "rank", f"tensor '{name}' is {len(shape)}-D: NPU entries take at most 4-D (NCHW)", ""
             return
 
 
@@ -920,4 +991,4 @@ def with_cost(finding: Finding, cpu_time_us: float | None) -> Finding:
 
 
 __all__ = ["Finding", "Placement", "ChipLimits", "GraphFacts", "placement", "check_graph", "placements",
-           "limits_for", "covered_chips", "rule_holds", "transpose_rule", "CPU", "UNSUPPORTED", "BOARD"]
+           "limits_for", "covered_chips", "rule_holds", "transpose_rule", "CPU", "UNSUPPORTED", "BOARD", "REWRITE", "KEPT"]

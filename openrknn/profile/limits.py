@@ -81,8 +81,9 @@ def format_report(report: LimitReport) -> str:
         if finding.suggestion:
             lines.append(f"    advice: {finding.suggestion}")
     cpu = cpu_layers(report)
-    lines.append(f"{len(cpu)} layer(s) on the CPU, {len({f.node for f in report.errors})} layer(s) that cannot run "
-                 "as built")
+    rewritten = {f.node for f in report.findings if f.consequence == npu_limits.REWRITE}
+    lines.append(f"{len(cpu)} layer(s) on the CPU, {len(rewritten)} rewritten by the converter, "
+                 f"{len({f.node for f in report.errors})} that cannot run as built")
     return "\n".join(lines)
 
 

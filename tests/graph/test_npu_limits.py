@@ -85,15 +85,21 @@ def test_nchw_to_nhwc_transpose_per_chip(chip, target):
 
 
 def test_transpose_size_rule_on_rk3588():
-    # [0,2,3,1] needs h1*w1 % 8 == 0 on the T-B chips
+    # [0,2,3,1] needs h1*w1 % 8 == 0 on the T-B chips; rknn-toolkit2 2.5.0 adds a Conv layer then
     found = findings(_transpose([0, 2, 3, 1], [1, 16, 3, 3]), "rk3588")
-    assert found and "h1*w1%8=0" in found[0].limit and found[0].consequence == L.CPU
+    assert found and "h1*w1%8=0" in found[0].limit and found[0].consequence == L.REWRITE
+    assert "adds a Conv layer" in found[0].line() and found[0].severity == "W"
 
 
-def test_transpose_on_rk2118_is_an_error_not_a_fallback():
-    found = findings(_transpose([0, 2, 3, 1], [1, 16, 3, 3]), "rk2118")
+def test_rk2118_reports_an_op_without_npu_support_as_an_error_not_a_fallback():
+    exponent = const("e", [4.0])
+    model = graph([helper.make_node("Pow", ["x", "e"], ["y"], name="pow4")], {"x": [1, 8, 4, 4]}, [exponent])
+    on_3588 = findings(model, "rk3588")
+    assert on_3588[0].consequence == L.CPU and "§4.42 Pow" in on_3588[0].cpu_section
+    found = findings(model, "rk2118")
     assert found and found[0].consequence == L.UNSUPPORTED and found[0].severity == "E"
-    assert "no CPU operators" in found[0].line()
+    assert "unsupported on RK2118 (RK2118 has no CPU operators)" in found[0].line()
+    assert L.placement(model.graph.node[0], model, "rk2118").target == "NONE"
 
 
 def test_rk3566_supported_perm_with_its_size_rule():
@@ -108,10 +114,11 @@ def _conv(weight_shape, x_shape, **attrs):
 
 
 @pytest.mark.parametrize("chip", ["rk3566", "rk3588", "rk2118", "rv1106b"])
-def test_long_kernel_fails_on_the_board_with_a_split_suggestion(chip):
+def test_long_kernel_is_reported_with_a_split_suggestion(chip):
     found = findings(_conv((4, 4, 1, 40), [1, 4, 8, 64]), chip, "int8" if chip == "rv1106b" else "float16")
     kernel = [f for f in found if "kernel w 40" in f.limit]
-    assert kernel and kernel[0].consequence == L.BOARD and kernel[0].severity == "E"
+    # rknn-toolkit2 2.5.0 splits it itself (16 + 16 + 8 taps, Slice + ConvAdd)
+    assert kernel and kernel[0].consequence == L.REWRITE and "at most 16 taps" in kernel[0].line()
     assert "1×20 + 1×20" in kernel[0].suggestion
 
 
@@ -125,12 +132,16 @@ def test_stride_pad_and_dilation_ranges():
     found = findings(_conv((4, 4, 3, 3), [1, 4, 64, 64], strides=[8, 1], pads=[16, 0, 0, 0], dilations=[1, 32]), "rk3588")
     limits = {f.limit.split(" outside")[0] for f in found}
     assert {"stride h 8", "pad top 16", "dilation w 32"} <= limits
+    converter = {f.limit.split(" ")[0]: f.converter for f in found}
+    assert converter["stride"] == "splits it into two convolutions" and "Pad layer" in converter["pad"]
+    assert "Gather" in converter["dilation"] and all(f.consequence == L.REWRITE for f in found)
     assert not findings(_conv((4, 4, 3, 3), [1, 4, 64, 64], strides=[7, 7], pads=[15, 0, 0, 0]), "rk3588")
 
 
 def test_depthwise_kernel_is_limited_to_8():
     found = findings(_conv((4, 1, 9, 9), [1, 4, 32, 32], group=4), "rk3588")
     assert found and found[0].entry == "Depthwise Convolution" and "kernel h 9 outside 1-8" in found[0].limit
+    assert found[0].consequence == L.KEPT and "check the board's results" in found[0].line()
     assert not findings(_conv((4, 4, 9, 9), [1, 4, 32, 32]), "rk3588")   # a regular conv takes 9×9
 
 
@@ -138,7 +149,10 @@ def test_conv_transpose_stride_differs_per_chip():
     w = const("w", RNG.normal(0, 0.1, (4, 4, 3, 3)))
     model = graph([helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up", strides=[3, 3])],
                   {"x": [1, 4, 8, 8]}, [w])
-    assert any("stride h 3" in f.limit for f in findings(model, "rk3566"))   # 1, 2, 4 or 8 only
+    on_3566 = [f for f in findings(model, "rk3566") if "stride h 3" in f.limit]   # 1, 2, 4 or 8 only
+    # rknn-toolkit2 2.5.0: the zero insertion on the CPU (exConvTransposePad), the convolution on the NPU
+    assert on_3566 and on_3566[0].consequence == L.CPU and on_3566[0].cpu_section == "§4.12 ConvTransposePad"
+    assert L.placement(model.graph.node[0], model, "rk3566").target == "CPU"
     assert not findings(model, "rk3562")  # 1-8
     padded = graph([helper.make_node("ConvTranspose", ["x", "w"], ["y"], name="up", strides=[2, 2], pads=[3, 0, 0, 0])],
                    {"x": [1, 4, 8, 8]}, [w])
@@ -175,13 +189,17 @@ def test_resize_scales():
     assert not findings(_resize(2.0, mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
                         "rk3566")
     assert findings(_resize(2.0, mode="linear", coordinate_transformation_mode="asymmetric"), "rk3566")
-    assert findings(_resize(2.5), "rk2118")[0].consequence == L.UNSUPPORTED
+    assert findings(_resize(2.5, mode="linear"), "rk2118")[0].consequence == L.UNSUPPORTED
+    # nearest by 1.5 and ×9 stay on the NPU with rknn-toolkit2 2.5.0: reported, not moved
+    assert findings(_resize(1.5), "rk3588")[0].consequence == L.KEPT
+    assert findings(_resize(0.5, mode="linear"), "rk3588")[0].consequence == L.KEPT
 
 
 # ----------------------------------------------------------------------------- pooling, Softmax
 def test_pooling_limits():
     pool = graph([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[8, 8])], {"x": [1, 4, 16, 16]})
     assert "kernel h 8 outside 1-7" in findings(pool, "rk3588")[0].limit
+    assert findings(pool, "rk3588")[0].consequence == L.REWRITE   # a cascade of pooling layers
     ceil = graph([helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2],
                                    ceil_mode=1)], {"x": [1, 4, 15, 15]})
     assert any("ceil_mode" in f.limit for f in findings(ceil, "rk3588"))
@@ -204,7 +222,7 @@ def test_softmax_axes_and_chips():
     assert "axis 2" in findings(softmax(2), "rk3588")[0].limit
     on_3566 = findings(softmax(1), "rk3566")   # no NPU Softmax on RK3566/RK3568: the CPU one
     assert on_3566[0].consequence == L.CPU and "§4.57" in on_3566[0].cpu_section
-    assert findings(softmax(2), "rk2118")[0].severity == "E"
+    assert findings(softmax(2), "rk3588")[0].consequence == L.REWRITE   # Transpose + exSoftmax13 + Transpose
 
 
 # ----------------------------------------------------------------------------- element-wise
@@ -216,7 +234,7 @@ def test_broadcast_patterns():
     assert not findings(_binary("Add", [1, 8, 16, 16], [1, 8, 16, 1]), "rk3588")
     assert not findings(_binary("Add", [1, 8, 16, 16], [1, 1, 1, 16]), "rk3588")
     channel = findings(_binary("Add", [1, 8, 16, 16], [1, 1, 16, 16]), "rk3588")
-    assert channel and "Expand patterns" in channel[0].limit
+    assert channel and "Expand patterns" in channel[0].limit and channel[0].consequence == L.REWRITE
     assert findings(_binary("Sub", [1, 8, 16, 16], [1, 8, 16, 1]), "rk3588")   # Sub: [b,c,1,1] or scalar only
     assert not findings(_binary("Sub", [1, 8, 16, 16], [1, 8, 1, 1]), "rk3588")
 
