@@ -876,8 +876,10 @@ def _resize_advice(factors: list[float], x: tuple[int, ...], mode: str) -> str:
         if factor == int(factor) and 1 <= factor <= 8:
             continue
         fraction = Fraction(factor).limit_denominator(8)
-        low, high = max(1, math.floor(factor)), min(8, max(2, math.ceil(factor)))
-        tip = f"{axis}: ×{low} or ×{high} (sizes {x[2 if axis == 'H' else 3] * low} / {x[2 if axis == 'H' else 3] * high})"
+        size = x[2 if axis == "H" else 3]
+        choices = sorted({min(8, max(2, math.floor(factor))), min(8, max(2, math.ceil(factor)))})
+        tip = f"{axis}: " + " or ".join(f"×{c}" for c in choices) + f" (size{'s' if len(choices) > 1 else ''} " \
+            + " / ".join(str(size * c) for c in choices) + ")"
         if fraction.denominator > 1 and 2 <= fraction.numerator <= 8 and fraction.denominator <= 8 and \
                 abs(float(fraction) - factor) < 1e-6:
             tip += (f", or ×{fraction.numerator} on the NPU then a stride-{fraction.denominator} 1×1 pooling "
