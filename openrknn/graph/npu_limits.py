@@ -9,14 +9,16 @@ limit broken and its section of the operator list (:class:`Finding`).
 
 Which limits decide what:
 
-* no NPU entry, a data type, quantization granularity, broadcast pattern, Transpose perm/size,
-  Resize mode/scale, pooling, Softmax axis or other attribute limit outside the entry → the CPU
-  operator of §4 if the chip has one (RK2118 has none, RV1103/RV1106/RV1103B/RV1106B a subset),
-  otherwise *unsupported*;
-* kernel, stride, pad, dilation and input-width limits of the convolution family and the
-  first-layer width rules of §5.1 → the compiler keeps the layer on the NPU and the board fails at
-  run time (``REGTASK: The bit width of field value exceeds the limit``), so they are reported as
-  *board* failures, not as a fallback.
+* no NPU entry, a data type, quantization granularity, Transpose perm, Resize mode/scale, Slice step,
+  Pow exponent or other attribute outside the entry → the CPU operator of §4 if the chip has one
+  (RK2118 has none, RV1103/RV1106/RV1103B/RV1106B a subset), otherwise *unsupported*;
+* where rknn-toolkit2 2.5.0's converter was seen to do otherwise (the data file's
+  ``converter_behaviour``, from ``bench/npu_limits_vs_rknn.py``): *rewrite* into more NPU layers
+  (a convolution kernel > 31 split into 16-tap pieces, a Pad layer for pads > 15, …), *kept* on the
+  NPU although the list does not cover it (nearest Resize by 1.5, …), or part of the layer on a
+  named CPU operator (a ConvTranspose stride the chip lacks: §4.12 ConvTransposePad);
+* the first-layer width rules of §5.1 and the other convolution hardware limits nothing works
+  around → *board*: the layer stays on the NPU and fails at run time.
 
 Judged per layer of the NPU layer graph (:mod:`openrknn.graph.npu_layers`): an activation fused into
 a convolution follows the convolution's entry, a multi-node activation (GELU, SiLU, Mish) its ``ex*``
