@@ -113,12 +113,13 @@ def reference_targets(python: str, model: Path, chip: str, workdir: Path) -> lis
 
 
 def ours(model_path: Path, chip: str) -> tuple[str, str]:
-    from openrknn import log
+    from openrknn import chips, log
     from openrknn.api.rknn import RKNN
     from openrknn.graph import npu_limits
     rknn = RKNN()
     log.logger.handlers[0].setLevel(40)   # errors only: the table is the output
-    rknn.config(target_platform=chip)
+    accepted = chips.get_chip(chip).quantized_dtypes
+    rknn.config(target_platform=chip, **({} if "w8a8" in accepted else {"quantized_dtype": accepted[0]}))
     rknn.load_onnx(str(model_path))
     if rknn.build(do_quantization=False) != 0:
         return "build failed", ""
