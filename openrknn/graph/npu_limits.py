@@ -605,6 +605,11 @@ def _check_broadcast(node, facts, entry, limits, override):
             yield "broadcast", f"input '{name}' {list(facts.shape(name))} broadcasts to {list(out)}: allowed is {words}", ""
 
 
+def _limit_text(key: str, value: int, rule: Any) -> str:
+    """'kernel w 40 outside 1-31' / 'stride h 3 outside [1, 2, 4, 8]'."""
+    return f"{key.replace('_', ' ')} {value} outside {_range_text(key, rule).split(' ', 1)[1]}"
+
+
 def _range_text(key: str, rule: Any) -> str:
     if isinstance(rule, dict):
         return f"{key} {rule.get('min')}-{rule.get('max')}"
@@ -649,8 +654,15 @@ def _check_conv(node, facts, entry, limits, override):
         return
     broken = [key for key in _HARDWARE_KEYS if key in constraints and not _within(geo[key], constraints[key])]
     for key in broken:
+        if key.startswith("pad"):
+            continue
         advice = _kernel_advice(geo, constraints, key) if key.startswith("kernel") else ""
-        yield _conv_family(node, facts, key), f"{key.replace('_', ' ')} {geo[key]} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", advice
+        yield _conv_family(node, facts, key), f"{_limit_text(key, geo[key], constraints[key])}", advice
+    pads = [key for key in broken if key.startswith("pad")]
+    if pads:   # one finding for the four pads
+        values = [geo[k] for k in ("pad_top", "pad_left", "pad_bottom", "pad_right")]
+        yield _conv_family(node, facts, pads[0]), \
+            f"pads {values} (top, left, bottom, right) outside {_limit_text(pads[0], 0, constraints[pads[0]]).rsplit(' ', 1)[1]}", ""
     dkh = geo["kernel_h"] * geo["dilation_h"] - geo["dilation_h"] + 1
     if dkh > 1 and geo["width"] >= 16383:
         yield BOARD, f"input width {geo['width']} must be < 16383 when the dilated kernel height is {dkh}", ""

@@ -131,9 +131,9 @@ def test_one_d_convolution_kernel_is_its_width():
 def test_stride_pad_and_dilation_ranges():
     found = findings(_conv((4, 4, 3, 3), [1, 4, 64, 64], strides=[8, 1], pads=[16, 0, 0, 0], dilations=[1, 32]), "rk3588")
     limits = {f.limit.split(" outside")[0] for f in found}
-    assert {"stride h 8", "pad top 16", "dilation w 32"} <= limits
+    assert {"stride h 8", "pads [16, 0, 0, 0] (top, left, bottom, right)", "dilation w 32"} <= limits
     converter = {f.limit.split(" ")[0]: f.converter for f in found}
-    assert converter["stride"] == "splits it into two convolutions" and "Pad layer" in converter["pad"]
+    assert converter["stride"] == "splits it into two convolutions" and "Pad layer" in converter["pads"]
     assert "Gather" in converter["dilation"] and all(f.consequence == L.REWRITE for f in found)
     assert not findings(_conv((4, 4, 3, 3), [1, 4, 64, 64], strides=[7, 7], pads=[15, 0, 0, 0]), "rk3588")
 
