@@ -112,7 +112,8 @@ class Finding:
         if self.consequence == REWRITE:
             return f"rewritten: rknn-toolkit2 2.5.0 {self.converter}"
         if self.consequence == KEPT:
-            return f"rknn-toolkit2 2.5.0 {self.converter} although the list does not cover it: check the board's results"
+            return (f"rknn-toolkit2 2.5.0 {self.converter} although the list does not cover it: "
+                    "check the board's results")
         return f"unsupported on {self.chip}" + (f" ({self.reason})" if self.reason else "")
 
     def line(self) -> str:
@@ -123,8 +124,8 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"chip": self.chip, "node": self.node, "op": self.op, "entry": self.entry, "limit": self.limit,
                 "section": self.section, "consequence": self.consequence, "severity": self.severity,
-                "cpu_section": self.cpu_section, "reason": self.reason, "converter": self.converter, "cpu_time_us": self.cpu_time_us, "suggestion": self.suggestion,
-                "line": self.line()}
+                "cpu_section": self.cpu_section, "reason": self.reason, "converter": self.converter,
+                "cpu_time_us": self.cpu_time_us, "suggestion": self.suggestion, "line": self.line()}
 
 
 @dataclass(frozen=True)
@@ -592,7 +593,8 @@ def _check_broadcast(node, facts, entry, limits, override):
     if out is None:
         return
     if "Expand rules" in text:
-        patterns, words = _EXPAND_PATTERNS, "one of the five Expand patterns ([b,c,1,w], [b,1,1,w], [b,c,h,1], [b,1,h,1], [b,c,1,1])"
+        patterns = _EXPAND_PATTERNS
+        words = "one of the five Expand patterns ([b,c,1,w], [b,1,1,w], [b,c,h,1], [b,1,h,1], [b,c,1,1])"
     elif "[b,c,1,1]" in text:
         patterns, words = ("b,c,1,1",), "[b,c,1,1] or a scalar only"
     else:
@@ -661,8 +663,8 @@ def _check_conv(node, facts, entry, limits, override):
     pads = [key for key in broken if key.startswith("pad")]
     if pads:   # one finding for the four pads
         values = [geo[k] for k in ("pad_top", "pad_left", "pad_bottom", "pad_right")]
-        yield _conv_family(node, facts, pads[0]), \
-            f"pads {values} (top, left, bottom, right) outside {_limit_text(pads[0], 0, constraints[pads[0]]).rsplit(' ', 1)[1]}", ""
+        allowed = _limit_text(pads[0], 0, constraints[pads[0]]).rsplit(" ", 1)[1]
+        yield _conv_family(node, facts, pads[0]), f"pads {values} (top, left, bottom, right) outside {allowed}", ""
     dkh = geo["kernel_h"] * geo["dilation_h"] - geo["dilation_h"] + 1
     if dkh > 1 and geo["width"] >= 16383:
         yield BOARD, f"input width {geo['width']} must be < 16383 when the dilated kernel height is {dkh}", ""
@@ -755,7 +757,8 @@ def _check_pool(node, facts, entry, limits, override):
                   "pad_top": pads[0], "pad_left": pads[1], "pad_bottom": pads[2], "pad_right": pads[3]}
         for key, value in values.items():
             if key in constraints and not _within(value, constraints[key]):
-                yield "pool_kernel" if key.startswith("kernel") else "pool_stride_pad", f"{key.replace('_', ' ')} {value} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", ""
+                family = "pool_kernel" if key.startswith("kernel") else "pool_stride_pad"
+                yield family, _limit_text(key, value, constraints[key]), ""
         auto_pad = _attr(node, "auto_pad", b"NOTSET")
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
         if auto_pad not in constraints.get("auto_pad", ["NOTSET"]):
@@ -771,7 +774,8 @@ def _check_pool(node, facts, entry, limits, override):
                 # 2.5.0's layer tables; profile.layers._pooling_cascade), never a CPU layer
                 continue
             if key in constraints and not _within(x[index], constraints[key]):
-                yield "global_pool_size" if node.op_type.startswith("Global") else "pool_input_size", f"input {key.split('_')[1]} {x[index]} outside {_range_text(key, constraints[key]).split(' ', 1)[1]}", ""
+                family = "global_pool_size" if node.op_type.startswith("Global") else "pool_input_size"
+                yield family, "input " + _limit_text(key.split("_")[1], x[index], constraints[key]), ""
 
 
 def _check_transpose(node, facts, entry, limits, override):
@@ -797,7 +801,8 @@ def _check_transpose(node, facts, entry, limits, override):
     if rule_holds(rule, values):
         return
     what = "not supported" if rule.upper().startswith("NOT SUPPORTED") else f"size rule {rule} fails for {list(shape4)}"
-    yield "transpose_perm" if rule.upper().startswith("NOT SUPPORTED") else "transpose_size", f"perm {list(perm4)} ({dtype}): {what}", _transpose_advice(perm4, shape4, limits, dtype, constraints)
+    family = "transpose_perm" if rule.upper().startswith("NOT SUPPORTED") else "transpose_size"
+    yield family, f"perm {list(perm4)} ({dtype}): {what}", _transpose_advice(perm4, shape4, limits, dtype, constraints)
 
 
 def _merged_perm(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
@@ -821,7 +826,8 @@ def _merged_perm(shape: tuple[int, ...], perm: tuple[int, ...]) -> tuple[tuple[i
 
 def _transpose_values(shape4: tuple[int, ...], constraints: dict[str, Any]) -> dict[str, int]:
     n1, c1, h1, w1 = shape4
-    return {"n1": n1, "c1": c1, "h1": h1, "w1": w1, "p": int(constraints.get("p", 8192)), "q": int(constraints.get("q", 2048))}
+    return {"n1": n1, "c1": c1, "h1": h1, "w1": w1,
+            "p": int(constraints.get("p", 8192)), "q": int(constraints.get("q", 2048))}
 
 
 def _transpose_advice(perm, shape4, limits, dtype, constraints) -> str:
@@ -846,7 +852,8 @@ def _transpose_advice(perm, shape4, limits, dtype, constraints) -> str:
 def _check_resize(node, facts, entry, limits, override):
     constraints = entry.get("constraints") or {}
     mode = _text_attr(node, "mode", "nearest")
-    coordinate = _text_attr(node, "coordinate_transformation_mode", "half_pixel" if node.op_type == "Resize" else "asymmetric")
+    default_coordinate = "half_pixel" if node.op_type == "Resize" else "asymmetric"   # Upsample: asymmetric
+    coordinate = _text_attr(node, "coordinate_transformation_mode", default_coordinate)
     x, y = _as_4d(facts.shape(node.input[0])), _as_4d(facts.shape(node.output[0]))
     factors = [y[i] / x[i] for i in (2, 3)] if x and y and x[2] and x[3] else None
     scales = facts.array(node.input[2]) if len(node.input) > 2 and node.input[2] else None
@@ -857,8 +864,9 @@ def _check_resize(node, facts, entry, limits, override):
         yield "resize_mode", f"mode {mode}: only {constraints.get('mode')}", ""
     # nearest with integer factors picks the same pixels with any coordinate mode and rounding, so an
     # 'asymmetric'/'floor' exporter default is the listed half_pixel resize
-    if coordinate not in constraints.get("coordinate_transformation_mode", []) and not (mode == "nearest" and integer_up):
-        yield "resize_coordinate", f"coordinate_transformation_mode {coordinate}: only {constraints.get('coordinate_transformation_mode')}", ""
+    listed = constraints.get("coordinate_transformation_mode", [])
+    if coordinate not in listed and not (mode == "nearest" and integer_up):
+        yield "resize_coordinate", f"coordinate_transformation_mode {coordinate}: only {listed}", ""
     for name, default in (("antialias", 0), ("exclude_outside", 0)):
         if _attr(node, name, default) != default:
             yield "resize_attribute", f"attribute {name} must keep its default", ""
@@ -914,15 +922,17 @@ def _check_axis(node, facts, entry, limits, override):
     if not isinstance(allowed, list) or shape is None:
         return
     rank = len(shape)
-    default = -1 if node.op_type in ("Softmax", "Hardmax") and facts.opset >= 13 else (1 if node.op_type in ("Softmax", "Hardmax") else 0)
+    softmax = node.op_type in ("Softmax", "Hardmax")
+    default = (-1 if facts.opset >= 13 else 1) if softmax else 0   # Softmax's default axis changed in opset 13
     axis = int(_attr(node, "axis", default))
     axis4 = (axis + rank if axis < 0 else axis) + (4 - rank) if rank <= 4 else None
     if axis4 is None or axis4 not in allowed:
-        yield "softmax_axis" if node.op_type in ("Softmax", "Hardmax") else "axis", f"axis {axis} (axis {axis4} of the 4-D NCHW tensor) not in {allowed}", ""
+        yield ("softmax_axis" if softmax else "axis"), f"axis {axis} (axis {axis4} of the 4-D NCHW tensor) not in {allowed}", ""
         return
     x = _as_4d(shape)
-    if "input_channel" in constraints and isinstance(constraints["input_channel"], dict) and not _within(x[1], constraints["input_channel"]):
-        yield "softmax_size", f"input channel {x[1]} outside {constraints['input_channel']['min']}-{constraints['input_channel']['max']}", ""
+    channel = constraints.get("input_channel")
+    if isinstance(channel, dict) and not _within(x[1], channel):
+        yield "softmax_size", "input " + _limit_text("channel", x[1], channel), ""
     if axis4 == 3 and "1-8192" in str(constraints.get("input_width", "")) and not 1 <= x[3] <= 8192:
         yield "softmax_size", f"input width {x[3]} outside 1-8192 for axis 3", ""
 
@@ -945,7 +955,7 @@ def _check_pad(node, facts, entry, limits, override):
     if mode == "reflect" and isinstance(reflect, dict) and x:
         for key, index in (("channel", 1), ("height", 2), ("width", 3)):
             if key in reflect and not _within(x[index], reflect[key]):
-                yield "pad_size", f"reflect pad: input {key} {x[index]} outside {reflect[key]['min']}-{reflect[key]['max']}", ""
+                yield "pad_size", "reflect pad: input " + _limit_text(key, x[index], reflect[key]), ""
 
 
 def _check_pow(node, facts, entry, limits, override):
