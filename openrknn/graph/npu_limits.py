@@ -114,7 +114,8 @@ class Finding:
         if self.consequence == KEPT:
             return (f"rknn-toolkit2 2.5.0 {self.converter} although the list does not cover it: "
                     "check the board's results")
-        return f"unsupported on {self.chip}" + (f" ({self.reason})" if self.reason else "")
+        notes = [n for n in (self.reason, f"rknn-toolkit2 2.5.0 {self.converter}" if self.converter else "") if n]
+        return f"unsupported on {self.chip}" + (f" ({'; '.join(notes)})" if notes else "")
 
     def line(self) -> str:
         """The report line: node, op, limit with its section, consequence."""
@@ -430,6 +431,8 @@ def _place(node: onnx.NodeProto, facts: GraphFacts, limits: ChipLimits, dtype_ov
     for check in _checks_for(entry_name):
         for family, text, advice in check(node, facts, entry, limits, dtype_override):
             behaviour = _converter_behaviour(family)
+            if behaviour.get("needs_npu") and limits.entry(behaviour["needs_npu"]) is None:
+                behaviour = {**behaviour, "consequence": CPU, "cpu": behaviour["needs_npu"]}
             kind = behaviour.get("consequence") or (BOARD if family == BOARD else "fallback")
             found.setdefault(kind, []).append((text, section, advice, behaviour))
     kept = [_finding(limits, node, entry_name, t, s, kind, suggestion=a, converter=b.get("text", ""))
@@ -670,7 +673,8 @@ def _check_conv(node, facts, entry, limits, override):
         yield BOARD, f"input width {geo['width']} must be < 16383 when the dilated kernel height is {dkh}", ""
     if node.op_type == "ConvTranspose":
         yield from _check_deconv(node, facts, geo, constraints)
-    yield from _check_first_layer(node, facts, geo, limits, override)
+    if not broken:   # a layer the converter rewrites has other kernels than the ones the rule would read
+        yield from _check_first_layer(node, facts, geo, limits, override)
 
 
 def _conv_family(node: onnx.NodeProto, facts: GraphFacts, key: str) -> str:

@@ -138,6 +138,15 @@ def test_stride_pad_and_dilation_ranges():
     assert not findings(_conv((4, 4, 3, 3), [1, 4, 64, 64], strides=[7, 7], pads=[15, 0, 0, 0]), "rk3588")
 
 
+def test_dilation_rewrite_needs_a_gather_on_the_npu():
+    # rknn-toolkit2 2.5.0 gathers the dilated rows/columns first: RK2118 has no NPU Gather (and no CPU)
+    model = _conv((4, 4, 3, 3), [1, 4, 80, 80], dilations=[32, 32])
+    assert {f.consequence for f in findings(model, "rk3588")} == {L.REWRITE}
+    on_2118 = findings(model, "rk2118")
+    assert on_2118 and {f.consequence for f in on_2118} == {L.UNSUPPORTED}
+    assert "(RK2118 has no CPU operators; rknn-toolkit2 2.5.0 gathers" in on_2118[0].line()
+
+
 def test_depthwise_kernel_is_limited_to_8():
     found = findings(_conv((4, 1, 9, 9), [1, 4, 32, 32], group=4), "rk3588")
     assert found and found[0].entry == "Depthwise Convolution" and "kernel h 9 outside 1-8" in found[0].limit
