@@ -98,7 +98,8 @@ def _check_npu_limits(model: RKNNModel, cfg: ModelConfig) -> None:
         log.debug(f"build: NPU limit check skipped ({type(e).__name__}: {e})")
         return
     limits.log_findings(report)
-    model.metadata[limits.METADATA_KEY] = limits.cpu_layers(report)
+    if limits.cpu_layers(report):
+        model.metadata[limits.METADATA_KEY] = limits.cpu_layers(report)
 
 
 def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[list[int]]]) -> None:
