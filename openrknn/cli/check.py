@@ -20,7 +20,7 @@ from openrknn.cli.input_sizes import parse_input_size_list
 def add_check_parser(sub) -> None:
     """Register the ``check`` subcommand."""
     p = sub.add_parser("check", help="check every layer against the chip's documented NPU limits")
-    p.add_argument("model", help="source model (.onnx or .tflite)")
+    p.add_argument("model", help="source model (.onnx or .tflite) or an openrknn .rknn file")
     p.add_argument("-t", "--target-platform", dest="target_platform", required=True)
     p.add_argument("--input-size-list", dest="input_size_list", default=None,
                    help="input shapes, e.g. '1,3,224,224' ('#' between inputs)")
@@ -49,12 +49,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     if rknn.config(**options) != 0:
         return 1
     ext = os.path.splitext(args.model)[1].lower()
+    if ext == ".rknn":   # an openrknn .rknn file: already built
+        if rknn.load_rknn(args.model) != 0 or rknn.check_limits(target_platform=args.target_platform) != 0:
+            return 1
+        return _finish(rknn, args)
     if ext == ".onnx":
         status = rknn.load_onnx(model=args.model, input_size_list=sizes)
     elif ext == ".tflite" and not sizes:
         status = rknn.load_tflite(model=args.model)
     else:
-        log.error(f"check: '{args.model}': give an .onnx model (or a .tflite without --input-size-list)")
+        log.error(f"check: '{args.model}': give an .onnx or .rknn model (or a .tflite without --input-size-list)")
         return 1
     if status != 0:
         return 1
@@ -63,6 +67,10 @@ def cmd_check(args: argparse.Namespace) -> int:
             return 1
     if rknn.check_limits() != 0:
         return 1
+    return _finish(rknn, args)
+
+
+def _finish(rknn, args: argparse.Namespace) -> int:
     if args.json_path:
         with open(args.json_path, "w", encoding="utf-8") as f:
             json.dump([finding.to_dict() for finding in rknn.limit_findings], f, indent=2)

@@ -128,3 +128,15 @@ def test_parse_input_size_list():
 def test_toolkit1_chip_is_not_covered(surprises, capsys):
     assert openrknn_main(["check", str(surprises), "-t", "rk1808"]) == 0
     assert "not covered by Rockchip's operator list" in capsys.readouterr().out
+
+
+def test_check_an_exported_rknn_file(surprises, tmp_path, capsys):
+    rknn = RKNN()
+    rknn.config(target_platform="rk3588")
+    rknn.load_onnx(str(surprises))
+    rknn.build(do_quantization=False)
+    assert rknn.export_rknn(str(tmp_path / "s.rknn")) == 0
+    capsys.readouterr()
+    assert openrknn_main(["check", str(tmp_path / "s.rknn"), "-t", "rk3566"]) == 0
+    nodes = [line.split(" ")[1] for line in _report_lines(capsys.readouterr().out) if not line.startswith("W load")]
+    assert nodes == ["long_conv", "resize_by_2_5", "to_nhwc"]
