@@ -430,7 +430,7 @@ def _place(node: onnx.NodeProto, facts: GraphFacts, limits: ChipLimits, dtype_ov
     found: dict[str, list[tuple[str, str, str, dict[str, Any]]]] = {}
     for check in _checks_for(entry_name):
         for family, text, advice in check(node, facts, entry, limits, dtype_override):
-            behaviour = _converter_behaviour(family)
+            behaviour = _converter_behaviour(family, limits.group)
             if behaviour.get("needs_npu") and limits.entry(behaviour["needs_npu"]) is None:
                 behaviour = {**behaviour, "consequence": CPU, "cpu": behaviour["needs_npu"]}
             kind = behaviour.get("consequence") or (BOARD if family == BOARD else "fallback")
@@ -458,9 +458,11 @@ def _behaviours() -> dict[str, dict[str, Any]]:
     return dict((_raw().get("converter_behaviour") or {}).get("families") or {})
 
 
-def _converter_behaviour(family: str) -> dict[str, Any]:
-    """What rknn-toolkit2 2.5.0 does with a layer outside this limit family ({} = the list's rule)."""
+def _converter_behaviour(family: str, group: str) -> dict[str, Any]:
+    """What rknn-toolkit2 2.5.0 does with a layer outside this limit family on a chip group ({} = the
+    list's rule)."""
     found = dict(_behaviours().get(family) or {})
+    found.update((found.pop("chips", None) or {}).get(group) or {})
     if found.get("consequence") == "rewrite":
         found["consequence"] = REWRITE
     elif found.get("consequence") == "npu":

@@ -199,6 +199,7 @@ def test_resize_scales():
                         "rk3566")
     assert findings(_resize(2.0, mode="linear", coordinate_transformation_mode="asymmetric"), "rk3566")
     assert findings(_resize(2.5, mode="linear"), "rk2118")[0].consequence == L.UNSUPPORTED
+    assert findings(_resize(2.5, mode="linear"), "rk3562")[0].consequence == L.KEPT   # rknn-toolkit2 2.5.0
     # nearest by 1.5 and ×9 stay on the NPU with rknn-toolkit2 2.5.0: reported, not moved
     assert findings(_resize(1.5), "rk3588")[0].consequence == L.KEPT
     assert findings(_resize(0.5, mode="linear"), "rk3588")[0].consequence == L.KEPT
