@@ -314,12 +314,14 @@ class RKNN(RuntimeInfo):
         return report.to_dict(perf_debug=perf_debug)
 
     @api_call
-    def check_limits(self, target_platform: str | None = None, is_print: bool = True) -> int:
+    def check_limits(self, target_platform: str | None = None, is_print: bool = True,
+                     data_type: str | None = None) -> int:
         """(openrknn) Check every layer of the built model against the chip's documented NPU limits
         (Rockchip's operator list): layers that fall back to the CPU, cannot run on the chip, or break
-        a hardware limit. The findings are then in ``self.limit_findings`` (docs/npu-limits.md)."""
+        a hardware limit. ``data_type`` ('int8', 'int16', 'float16') judges every layer in that type
+        instead of the build's. The findings are then in ``self.limit_findings`` (docs/npu-limits.md)."""
         from openrknn.profile import limits
-        report = limits.check_model(self._require_model("check_limits"), target_platform)
+        report = limits.check_model(self._require_model("check_limits"), target_platform, data_type)
         self.limit_findings = list(report.findings)
         if is_print:
             print(limits.format_report(report))

@@ -25,6 +25,9 @@ def add_check_parser(sub) -> None:
     p.add_argument("--input-size-list", dest="input_size_list", default=None,
                    help="input shapes, e.g. '1,3,224,224' ('#' between inputs)")
     p.add_argument("--dataset", default=None, help="calibration dataset.txt: check the quantized (int8) build")
+    p.add_argument("--dtype", choices=("int8", "int16", "float16"), default=None,
+                   help="judge every layer in this data type instead of the build's (e.g. int8: as "
+                        "rknn-toolkit2 quantizes every layer)")
     p.add_argument("--optimization-level", dest="optimization_level", type=int, default=3)
     p.add_argument("--json", dest="json_path", default=None, help="also write the findings as JSON")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -50,7 +53,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1
     ext = os.path.splitext(args.model)[1].lower()
     if ext == ".rknn":   # an openrknn .rknn file: already built
-        if rknn.load_rknn(args.model) != 0 or rknn.check_limits(target_platform=args.target_platform) != 0:
+        if rknn.load_rknn(args.model) != 0 or rknn.check_limits(target_platform=args.target_platform, data_type=args.dtype) != 0:
             return 1
         return _finish(rknn, args)
     if ext == ".onnx":
@@ -65,7 +68,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     with _quiet_warnings(args.verbose):   # the report below repeats build's NPU-limit W lines
         if rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset) != 0:
             return 1
-    if rknn.check_limits() != 0:
+    if rknn.check_limits(data_type=args.dtype) != 0:
         return 1
     return _finish(rknn, args)
 

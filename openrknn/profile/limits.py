@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from openrknn import chips, log
+from openrknn.errors import ConfigError
 from openrknn.graph import npu_limits
 from openrknn.graph.npu_limits import Finding
 from openrknn.graph.rknn_model import RKNNModel
@@ -34,6 +35,8 @@ class LimitReport:
 
 def check_model(model: RKNNModel, platform: str | None = None, dtype_override: str | None = None) -> LimitReport:
     """Check every layer of ``model`` against ``platform``'s operator list (default: its first platform)."""
+    if dtype_override not in (None, "int8", "int16", "float16"):
+        raise ConfigError(f"data type '{dtype_override}' is not one the NPU runs; use int8, int16 or float16")
     chip = chips.get_chip(platform or model.platforms[0])
     if npu_limits.limits_for(chip.name) is None:
         return LimitReport(chip.display_name, False)

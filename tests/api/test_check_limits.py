@@ -87,6 +87,8 @@ def test_check_limits_api_and_eval_perf_placement(surprises, capsys):
     assert {f.node for f in rknn.limit_findings} == {"long_conv", "resize_by_2_5", "to_nhwc"}
     assert rknn.check_limits(target_platform="rk3588", is_print=False) == 0
     assert {f.node for f in rknn.limit_findings} == {"long_conv", "resize_by_2_5"}
+    assert rknn.check_limits(data_type="int4", is_print=False) == -1
+    assert "E check_limits: data type 'int4' is not one the NPU runs" in capsys.readouterr().out
     targets = {layer.name: layer.target for layer in profile.estimate_perf(rknn._model, chips.get_chip("rk3566")).layers}
     assert targets["to_nhwc"] == "CPU" and targets["resize_by_2_5"] == "CPU" and targets["long_conv"] == "NPU"
     rknn.config(target_platform="rk3588")

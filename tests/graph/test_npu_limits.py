@@ -256,6 +256,16 @@ def test_div_is_float16_only():
     assert found and "data type int8" in found[0].limit and found[0].consequence == L.CPU
 
 
+def test_dtype_override_judges_every_layer_in_that_type():
+    # openrknn keeps a Div of two activations in float16 in int8 builds; rknn-toolkit2 2.5.0 keeps it int8
+    # and runs it on the CPU (its layer table), which the override reproduces
+    model = _binary("Div", [1, 8, 4, 4], [1, 8, 4, 4])
+    as_built = {"a": "float16", "b": "float16", "y": "float16"}
+    assert not L.check_graph(model, "rk3588", as_built)
+    found = L.check_graph(model, "rk3588", as_built, dtype_override="int8")
+    assert found and found[0].consequence == L.CPU and "§4.16 Div" in found[0].cpu_section
+
+
 def test_per_channel_activation_is_outside_the_limits():
     model = _binary("Add", [1, 8, 4, 4], [1, 8, 4, 4])
     quant = {"a": {"dtype": "int8", "axis": 1, "scale": [0.1] * 8, "zero_point": [0] * 8}}
