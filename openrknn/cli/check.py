@@ -53,7 +53,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1
     ext = os.path.splitext(args.model)[1].lower()
     if ext == ".rknn":   # an openrknn .rknn file: already built
-        if rknn.load_rknn(args.model) != 0 or rknn.check_limits(target_platform=args.target_platform, data_type=args.dtype) != 0:
+        if rknn.load_rknn(args.model) != 0:
+            return 1
+        if rknn.check_limits(target_platform=args.target_platform, data_type=args.dtype) != 0:
             return 1
         return _finish(rknn, args)
     if ext == ".onnx":
