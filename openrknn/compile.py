@@ -82,24 +82,11 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     _check_op_target(graph, cfg.op_target)
     _record_build_options(model, cfg)
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops, cache)
-    _check_npu_limits(model, cfg)   # NPU-limit hook (issue 32): W lines, CPU placement for eval_perf
+    from openrknn.profile.limits import check_build   # NPU-limit hook (issue 32): W lines, CPU layers for eval_perf
+    check_build(model, cfg.platform)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
-
-
-def _check_npu_limits(model: RKNNModel, cfg: ModelConfig) -> None:
-    """NPU-limit hook (issue 32): log every layer outside the chip's documented NPU limits as a ``W``
-    line and record the layers they move to the CPU, so ``eval_perf`` costs them there."""
-    from openrknn.profile import limits
-    try:
-        report = limits.check_model(model, cfg.platform)
-    except Exception as e:  # noqa: BLE001 - the check advises; it never fails a build
-        log.debug(f"build: NPU limit check skipped ({type(e).__name__}: {e})")
-        return
-    limits.log_findings(report)
-    if limits.cpu_layers(report):
-        model.metadata[limits.METADATA_KEY] = limits.cpu_layers(report)
 
 
 def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[list[int]]]) -> None:

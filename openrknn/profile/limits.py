@@ -44,6 +44,19 @@ def check_model(model: RKNNModel, platform: str | None = None, dtype_override: s
     return LimitReport(chip.display_name, True, _with_cpu_cost(model, chip, findings))
 
 
+def check_build(model: RKNNModel, platform: str) -> None:
+    """``build``'s hook: every finding as a ``W`` line, and the layers the limits move to the CPU
+    recorded in the model (``metadata[METADATA_KEY]``), so ``eval_perf`` costs them there."""
+    try:
+        report = check_model(model, platform)
+    except Exception as e:  # noqa: BLE001 - the check advises; it never fails a build
+        log.debug(f"build: NPU limit check skipped ({type(e).__name__}: {e})")
+        return
+    log_findings(report)
+    if cpu_layers(report):
+        model.metadata[METADATA_KEY] = cpu_layers(report)
+
+
 def _with_cpu_cost(model: RKNNModel, chip: chips.Chip, findings: list[Finding]) -> list[Finding]:
     """Each CPU fallback with the cost model's CPU time of its layer (None when it cannot be costed)."""
     if not any(f.consequence == npu_limits.CPU for f in findings):
@@ -98,4 +111,4 @@ def log_findings(report: LimitReport, api: str = "build") -> None:
             log.warning(f"{api}:     advice: {finding.suggestion}")
 
 
-__all__ = ["LimitReport", "check_model", "format_report", "log_findings", "cpu_layers", "METADATA_KEY"]
+__all__ = ["LimitReport", "check_model", "check_build", "format_report", "log_findings", "cpu_layers", "METADATA_KEY"]
