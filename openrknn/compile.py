@@ -86,6 +86,8 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     log.info(f"build: {count_layers(graph.graph)} layers; "
              + ("quantizing (calibration)" if do_quantization else f"{cfg.float_dtype} weights"))
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops, cache)
+    from openrknn.profile.limits import check_build   # NPU-limit hook (issue 32): W lines, CPU layers for eval_perf
+    check_build(model, cfg.platform)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({count_layers(model.graph.graph)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model

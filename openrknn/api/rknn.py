@@ -80,6 +80,7 @@ class RKNN(RuntimeInfo):
         self._model_name = "model"
         self._export_path: str | None = None   # the .rknn codegen ships (last export_rknn / load_rknn)
         self._build_args: dict[str, Any] = {}  # dataset / rknn_batch_size of the last build (vendor back end)
+        self.limit_findings: list[Any] = []      # the last check_limits() findings (graph.npu_limits.Finding)
 
     # ---------------------------------------------------------------- helpers
     def _failure(self, name: str) -> Any:
@@ -345,6 +346,20 @@ class RKNN(RuntimeInfo):
             from openrknn.report import perf_html, write_html
             log.info(f"eval_perf: report saved to {write_html(report_path, perf_html([report]))}")
         return report.to_dict(perf_debug=perf_debug)
+
+    @api_call
+    def check_limits(self, target_platform: str | None = None, is_print: bool = True,
+                     data_type: str | None = None) -> int:
+        """(openrknn) Check every layer of the built model against the chip's documented NPU limits
+        (Rockchip's operator list): layers that fall back to the CPU, cannot run on the chip, or break
+        a hardware limit. ``data_type`` ('int8', 'int16', 'float16') judges every layer in that type
+        instead of the build's. The findings are then in ``self.limit_findings`` (docs/npu-limits.md)."""
+        from openrknn.profile import limits
+        report = limits.check_model(self._require_model("check_limits"), target_platform, data_type)
+        self.limit_findings = list(report.findings)
+        if is_print:
+            print(limits.format_report(report))
+        return 0
 
     @api_call
     def eval_memory(self, is_print: bool = True, report_path: str | None = None) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""The ``openrknn`` command: convert, info, run, demo, eval, platforms."""
+"""The ``openrknn`` command: convert, info, run, demo, eval, check, platforms."""
 from __future__ import annotations
 
 import argparse
@@ -205,6 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
     from openrknn.cli.evaluate import add_eval_parser
     add_eval_parser(sub)
+    from openrknn.cli.check import add_check_parser
+    add_check_parser(sub)
     p = sub.add_parser("platforms", help="list supported platforms")
     p.set_defaults(func=cmd_platforms)
     from openrknn.cli import serve

@@ -182,6 +182,7 @@ class LayerBuilder:
         self.act_dtype, self.weight_dtype = default_dtypes(model.quantized_dtype)
         op_target = (model.metadata or {}).get("op_target") or {}
         self.forced_cpu = {k for k, v in op_target.items() if str(v).lower() == "cpu"}
+        self.forced_cpu |= set((model.metadata or {}).get("npu_limit_cpu_layers") or ())   # outside the NPU limits
 
     # --- dtypes -----------------------------------------------------------------------------
     def dtype(self, name: str) -> str:

@@ -146,6 +146,11 @@ def graph_page(bench: Workbench) -> str:
             f'NPU {targets["NPU"]}, CPU {targets["CPU"]}</p>{legend()}'
             '<p><button onclick="zoom(1.25)">zoom in</button> <button onclick="zoom(0.8)">zoom out</button></p>'
             f'<div class="scroll">{layer_graph_svg(layers)}</div>{ZOOM}')
+    from openrknn.profile.limits import check_model   # layers outside the chip's NPU limits (issue 32)
+    findings = check_model(model).findings
+    if findings:
+        body += ('<h3>NPU limits (Rockchip operator list)</h3><ul id="npu-limits">'
+                 + "".join(f"<li>{esc(f.severity)} {esc(f.line())}</li>" for f in findings) + "</ul>")
     return frame(bench, "/graph", "Layer graph", body)
 
 
