@@ -14,7 +14,7 @@ import os
 
 from openrknn import chips, log
 from openrknn.errors import ConfigError
-from openrknn.cli.input_sizes import parse_input_size_list
+from openrknn.cli.common import parse_input_size_list
 
 
 def add_check_parser(sub) -> None:
@@ -38,7 +38,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from openrknn.api.rknn import RKNN
     try:
         sizes = parse_input_size_list(args.input_size_list)
-    except ValueError as e:
+    except ConfigError as e:
         log.error(f"check: {e}")
         return 1
     rknn = RKNN(verbose=args.verbose)

@@ -11,7 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn import chips, profile
 from openrknn.api.rknn import RKNN
-from openrknn.cli.input_sizes import parse_input_size_list
+from openrknn.cli.common import parse_input_size_list
+from openrknn.errors import ConfigError
 from openrknn.cli.main import main as openrknn_main
 
 
@@ -123,7 +124,7 @@ def test_check_with_input_size_list(tmp_path, capsys):
 def test_parse_input_size_list():
     assert parse_input_size_list("1,3,224,224#1 10") == [[1, 3, 224, 224], [1, 10]]
     assert parse_input_size_list("  ") is None
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         parse_input_size_list("1,3#")
 
 
