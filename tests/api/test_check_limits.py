@@ -118,7 +118,7 @@ def test_check_with_input_size_list(tmp_path, capsys):
     assert openrknn_main(["check", str(model), "-t", "rk3588", "--input-size-list", "1,8,16,64"]) == 0
     assert "(16×25 -> 40×62)" in capsys.readouterr().out   # 64 - 40 + 1 = 25 columns after the conv
     assert openrknn_main(["check", str(model), "-t", "rk3588", "--input-size-list", "1,8,x"]) == 1
-    assert "E check: --input-size-list: '1,8,x' is not a shape" in capsys.readouterr().out
+    assert "E check: --input-size-list: '1,8,x' is not a list of integers" in capsys.readouterr().out
 
 
 def test_parse_input_size_list():
