@@ -25,3 +25,20 @@ def test_missing_model_file_names_the_file_and_the_fix(tmp_path, capsys, monkeyp
     for line, name in zip(lines, ("mobilenet_v2.onnx", "mobilenet_v1.tflite", "mobilenet_v1.rknn")):
         assert f"'{name}' does not exist" in line and str(tmp_path / name) in line
     assert "download" in lines[0] and "download" in lines[1] and "export" in lines[2]
+
+
+def test_vendor_compiler_options_warn_and_the_script_runs(conv_model, capsys):
+    """rknn-toolkit2's advice for a crashing attention fusion is config(disable_rules=[...])."""
+    import numpy as np
+    from rknn.api import RKNN
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", disable_rules=["fuse_exmatmul_add"], sram_prefer=True) == 0
+    warnings = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W config:")]
+    assert any("disable_rules" in ln and "has no effect here" in ln for ln in warnings)
+    assert any("sram_prefer" in ln for ln in warnings)
+    assert rknn.load_onnx(model=str(conv_model)) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.init_runtime() == 0
+    outputs = rknn.inference(inputs=[np.zeros((16, 16, 3), np.uint8)])
+    assert outputs is not None and np.isfinite(outputs[0]).all()
+    rknn.release()
