@@ -47,6 +47,7 @@ VENDOR_PYTHON = "/work/rknn-ref/bin/python"
 IMAGENET = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
 YOLO = dict(mean=[0.0, 0.0, 0.0], std=[255.0, 255.0, 255.0])
 DTYPES = ("int8", "float16")
+FLOAT16_MAX = 65504.0
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -185,7 +186,13 @@ class Sweep:
             for init in INITS:
                 path = self.cache / f"{arch}_{init}.row.json"
                 if path.exists():
-                    rows.append(json.loads(path.read_text()))
+                    row = json.loads(path.read_text())
+                    reference = self.cache / f"{arch}_{init}.float.npz"
+                    if "float_max" not in row and reference.exists():
+                        data = np.load(reference)
+                        row["float_max"] = max(float(np.abs(data[k]).max()) for k in data.files)
+                        row["float_spread"] = float_spread(_unpack(data, len(self.held_out_sources)))
+                    rows.append(row)
         return rows
 
     def score(self, outputs: list[list[np.ndarray]], reference: list[list[np.ndarray]]) -> float:
@@ -267,8 +274,11 @@ def model_hazards(path: Path) -> list[str]:
 
 
 def write_table(rows: list[dict], path: Path) -> None:
-    def fmt(value):
-        return "fail" if value is None else f"{value:.4f}"
+    def fmt(row: dict, key: str) -> str:
+        if key not in row:
+            return "–"                                   # not measured yet
+        value = row[key]
+        return "fail" if value is None else "non-finite" if not np.isfinite(value) else f"{value:.4f}"
 
     lines = ["| architecture | init | input | openrknn int8 | vendor int8 | Δ int8 | openrknn fp16 | vendor fp16 | notes |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -277,15 +287,18 @@ def write_table(rows: list[dict], path: Path) -> None:
             lines.append(f"| {r['arch']} | {r['init']} | {r.get('size')} | – | – | – | – | – | {r['error']} |")
             continue
         o8, v8 = r.get("openrknn_int8"), r.get("vendor_int8")
-        delta = "" if o8 is None or v8 is None else f"{o8 - v8:+.4f}" + (" ✗" if o8 < v8 - 0.005 else "")
+        comparable = o8 is not None and v8 is not None and np.isfinite(o8) and np.isfinite(v8)
+        delta = f"{o8 - v8:+.4f}" + (" ✗" if o8 < v8 - 0.005 else "") if comparable else ""
         notes = list(r.get("hazards", []))
+        if r.get("float_max", 0) > FLOAT16_MAX:
+            notes.append(f"float output reaches {r['float_max']:.1e}, beyond float16's range: fp16 builds overflow")
         if r.get("float_spread") is not None and r["float_spread"] < 1e-3:
             notes.append(f"float output nearly constant over pictures (spread {r['float_spread']:.0e}): cosine says little")
         for key in ("openrknn_int8", "vendor_int8", "openrknn_float16", "vendor_float16"):
             if r.get(f"{key}_error"):
                 notes.append(f"{key}: {r[f'{key}_error']}")
-        lines.append(f"| {r['arch']} | {r['init']} | {r['size']} | {fmt(o8)} | {fmt(v8)} | {delta} | "
-                     f"{fmt(r.get('openrknn_float16'))} | {fmt(r.get('vendor_float16'))} | {'; '.join(notes)} |")
+        lines.append(f"| {r['arch']} | {r['init']} | {r['size']} | {fmt(r, 'openrknn_int8')} | {fmt(r, 'vendor_int8')} | "
+                     f"{delta} | {fmt(r, 'openrknn_float16')} | {fmt(r, 'vendor_float16')} | {'; '.join(notes)} |")
     text = path.read_text() if path.exists() else ""
     begin, end = "<!-- arch-sweep table begin -->", "<!-- arch-sweep table end -->"
     commits = sorted({r[k] for r in rows for k in r if k.endswith("_commit")})
