@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -159,24 +160,37 @@ class Sweep:
         if self.args.redo == "vendor":
             result.unlink(missing_ok=True)
             error.unlink(missing_ok=True)
-        if not result.exists() and not error.exists():
+        disabled: list[str] = []
+        while not result.exists() and not error.exists():
             job = self.cache / f"{model.stem}.vendor_{dtype}.job.json"
             job.write_text(json.dumps({"onnx": str(model), "dataset": dataset, "images": str(held),
                                        "mean": norm["mean"], "std": norm["std"], "platform": "rk3588",
-                                       "quantize": dtype == "int8", "result": str(result)}))
+                                       "quantize": dtype == "int8", "result": str(result),
+                                       "disable_rules": disabled}))
             try:
                 run = subprocess.run([VENDOR_PYTHON, "-I", str(REPO / "bench" / "arch_sweep_vendor.py"), str(job)],
                                      cwd=self.cache, capture_output=True, text=True, timeout=3600)
-                log_tail = (run.stdout + run.stderr)[-4000:]
+                log_tail = (run.stdout + run.stderr)[-6000:]
             except subprocess.TimeoutExpired:
                 log_tail = "timed out"
-            if not result.exists() and not error.exists():
-                error.write_text(json.dumps({"error": "crashed", "log": log_tail}))
+            # A crash inside one of the vendor's fusion rules: retry without it, as its guide advises.
+            crashed_rule = re.findall(r"rknn\.api\.rules\.\w+\._p_(\w+)", log_tail)
+            if not result.exists() and crashed_rule and crashed_rule[-1] not in disabled and len(disabled) < 3:
+                disabled.append(crashed_rule[-1])
+                error.unlink(missing_ok=True)
+                continue
+            if not result.exists():
+                details = json.loads(error.read_text()) if error.exists() else {"error": "crashed"}
+                error.write_text(json.dumps({**details, "log": log_tail}))
         if error.exists():
             return json.loads(error.read_text())
         data = np.load(result)
         n = len(np.load(held))
-        return {"outputs": _unpack(data, n), "build_seconds": float(data["build_seconds"])}
+        out = {"outputs": _unpack(data, n), "build_seconds": float(data["build_seconds"])}
+        job = self.cache / f"{model.stem}.vendor_{dtype}.job.json"
+        if job.exists() and json.loads(job.read_text()).get("disable_rules"):
+            out["disable_rules"] = json.loads(job.read_text())["disable_rules"]
+        return out
 
     # ------------------------------------------------------------------- rows
     def cached_rows(self) -> list[dict]:
@@ -231,6 +245,8 @@ class Sweep:
                 else:
                     row[key] = self.score(result["outputs"], reference)
                     row.pop(f"{key}_error", None)
+                if result.get("disable_rules"):
+                    row[f"{key}_disable_rules"] = result["disable_rules"]
                 row[f"{key}_seconds"] = round(time.time() - started, 1)
                 if toolkit == "openrknn":
                     row[f"{key}_commit"] = self.commit
@@ -297,6 +313,8 @@ def write_table(rows: list[dict], path: Path) -> None:
         for key in ("openrknn_int8", "vendor_int8", "openrknn_float16", "vendor_float16"):
             if r.get(f"{key}_error"):
                 notes.append(f"{key}: {r[f'{key}_error']}")
+            if r.get(f"{key}_disable_rules"):
+                notes.append(f"{key} built with disable_rules={r[f'{key}_disable_rules']} (its fusion rule crashed)")
         lines.append(f"| {r['arch']} | {r['init']} | {r['size']} | {fmt(r, 'openrknn_int8')} | {fmt(r, 'vendor_int8')} | "
                      f"{delta} | {fmt(r, 'openrknn_float16')} | {fmt(r, 'vendor_float16')} | {'; '.join(notes)} |")
     text = path.read_text() if path.exists() else ""

@@ -4,7 +4,8 @@ Runs under the vendor's Python only, as a subprocess from a folder outside the p
 (``cd CACHE && /work/rknn-ref/bin/python -I arch_sweep_vendor.py JOB.json``), so the project's
 own ``rknn`` package cannot shadow the vendor's. The job file names the model, the calibration
 list, the held-out pictures (a uint8 NHWC ``.npy``), mean/std, the dtype and the result path;
-optional ``inputs`` / ``input_size_list`` fix a dynamic input's shape; the result is an ``.npz`` of the outputs per picture (``out{k}_{i}``) or a JSON error.
+optional ``inputs`` / ``input_size_list`` fix a dynamic input's shape, ``disable_rules``
+switches off fusion rules that crash (the vendor's own advice); the result is an ``.npz`` of the outputs per picture (``out{k}_{i}``) or a JSON error.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def main(job_path: str) -> int:
     from rknn.api import RKNN
     rknn = RKNN(verbose=False)
     started = time.time()
-    rknn.config(mean_values=[job["mean"]], std_values=[job["std"]], target_platform=job["platform"])
+    extra = {"disable_rules": job["disable_rules"]} if job.get("disable_rules") else {}
+    rknn.config(mean_values=[job["mean"]], std_values=[job["std"]], target_platform=job["platform"], **extra)
     steps = [("load_onnx", lambda: rknn.load_onnx(model=job["onnx"], inputs=job.get("inputs"),
                                                   input_size_list=job.get("input_size_list"))),
              ("build", lambda: rknn.build(do_quantization=job["quantize"], dataset=job["dataset"])),
