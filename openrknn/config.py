@@ -110,6 +110,18 @@ VENDOR_COMPILER_OPTIONS: dict[str, str] = {
     "disable_first_conv": "it switches off the vendor compiler's first-layer convolution kernel",
 }
 
+# rknn-toolkit2's memory_plan_strategy names (its default is 'BestFit'). GreedyBySize is this
+# toolkit's greedy_by_size; the others have no counterpart in the estimate, which then uses
+# greedy_by_size and says so.
+VENDOR_MEMORY_PLANS = {"BestFit": "greedy_by_size", "GreedyBySize": "greedy_by_size",
+                       "GreedyByLifetime": "greedy_by_size", "SlowPeakGrowth": "greedy_by_size"}
+NO_EFFECT_REASONS = {
+    **VENDOR_COMPILER_OPTIONS,
+    "memory_plan_strategy": "it names one of rknn-toolkit2's allocators; the memory estimate here plans "
+                            "with 'greedy_by_size' (this toolkit's strategies: 'greedy_by_size', 'first_fit', "
+                            "'naive')",
+}
+
 
 def parse_config(**kwargs: Any) -> ModelConfig:
     """Validate ``config()`` keyword arguments of either generation.
@@ -343,7 +355,13 @@ def _set_misc(cfg: ModelConfig, kw: dict[str, Any]) -> None:
     cfg.float_dtype = _choice(kw, "float_dtype", "float16", ("float16", "float32"))
     cfg.optimization_level = _int(kw, "optimization_level", 3, 0, 3)
     from openrknn.profile.memory_plan import MEMORY_PLAN_STRATEGIES   # the allocator owns its strategy names
-    cfg.memory_plan_strategy = _choice(kw, "memory_plan_strategy", "greedy_by_size", MEMORY_PLAN_STRATEGIES)
+    vendor_plan = kw.get("memory_plan_strategy")
+    if isinstance(vendor_plan, str) and vendor_plan in VENDOR_MEMORY_PLANS:   # rknn-toolkit2's own names
+        cfg.memory_plan_strategy = VENDOR_MEMORY_PLANS[vendor_plan]
+        if vendor_plan != "GreedyBySize":
+            cfg.no_effect_options["memory_plan_strategy"] = vendor_plan
+    else:
+        cfg.memory_plan_strategy = _choice(kw, "memory_plan_strategy", "greedy_by_size", MEMORY_PLAN_STRATEGIES)
     custom = kw.get("custom_string")
     if custom is not None and not isinstance(custom, str):
         raise ConfigError(f"config: custom_string must be a string, got {type(custom).__name__}")

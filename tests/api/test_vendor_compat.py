@@ -42,3 +42,14 @@ def test_vendor_compiler_options_warn_and_the_script_runs(conv_model, capsys):
     outputs = rknn.inference(inputs=[np.zeros((16, 16, 3), np.uint8)])
     assert outputs is not None and np.isfinite(outputs[0]).all()
     rknn.release()
+
+
+def test_vendor_memory_plan_names_are_accepted(capsys):
+    """rknn-toolkit2's config() defaults to memory_plan_strategy='BestFit'; a script that spells it out runs."""
+    from openrknn.config import parse_config
+    from rknn.api import RKNN
+    assert parse_config(memory_plan_strategy="GreedyBySize").memory_plan_strategy == "greedy_by_size"
+    assert RKNN().config(target_platform="rk3588", memory_plan_strategy="BestFit") == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W config: memory_plan_strategy"))
+    assert "'BestFit'" in line and "greedy_by_size" in line
+    assert RKNN().config(memory_plan_strategy="BestFits") == -1   # still validated
