@@ -228,7 +228,10 @@ def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, 
         model.tensor_dtypes = _float_dtypes(model)
         return model
     settings, samples = calibration_setup(model, cfg, dataset)
-    return quant.quantize_model(model, samples, settings, overrides, custom_ops, cache)
+    quantized = quant.quantize_model(model, samples, settings, overrides, custom_ops, cache)
+    from openrknn.quant.joins import warn_lopsided_joins
+    warn_lopsided_joins(quantized, samples, custom_ops)
+    return quantized
 
 
 def calibration_setup(model: RKNNModel, cfg: ModelConfig, dataset: str | None) -> tuple[Any, list[list[np.ndarray]]]:

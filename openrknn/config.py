@@ -7,6 +7,7 @@ record: Toolkit 1's ``channel_mean_value='M0 M1 M2 S'`` becomes per-input mean/s
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -67,6 +68,8 @@ class ModelConfig:
     need_horizontal_merge: bool = False
     # which generation the platforms belong to (1 or 2), derived
     toolkit: int = 2
+    # rknn-toolkit2 compiler options given by the script that change nothing here: name -> value
+    no_effect_options: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -85,21 +88,63 @@ _UNSUPPORTED_TOOLKIT1 = {
 }
 
 
+# rknn-toolkit2 2.5.0 accepts these in config(**kwargs). They steer its closed graph compiler
+# (fusion rules, scheduling, SRAM / buffer placement, debug checks); this toolkit has no such
+# compiler stage, so they are accepted with a warning instead of stopping a vendor script.
+# The vendor's advice for a crashing attention fusion is ``disable_rules=[...]``.
+VENDOR_COMPILER_OPTIONS: dict[str, str] = {
+    "disable_rules": "it names rknn-toolkit2's internal graph-rewrite rules; openrknn's passes are "
+                     "chosen by optimization_level",
+    "mini_rknn": "it shrinks the vendor's compiled command stream; openrknn's .rknn has none",
+    "compute_order": "it orders the vendor compiler's tiles; openrknn does not schedule tiles",
+    "compiler_control_file": "it is read by the vendor's closed compiler",
+    "output_optimize": "it tunes the vendor compiler's output layout conversion",
+    "set_op_attr": "it sets attributes of the vendor compiler's internal ops",
+    "sram_prefer": "SRAM placement is decided by Rockchip's runtime on the board",
+    "nbuf_prefer": "buffer placement is decided by Rockchip's runtime on the board",
+    "check_data": "it is a debug check inside the vendor compiler",
+    "stream_op": "it selects the vendor compiler's streaming kernels",
+    "enable_const_share": "constant sharing is a vendor compiler optimisation; results are the same",
+    "enable_rnn_loop": "it selects the vendor compiler's RNN loop kernels",
+    "enable_core0_only_mode": "core placement is decided by Rockchip's runtime on the board",
+    "disable_first_conv": "it switches off the vendor compiler's first-layer convolution kernel",
+}
+
+# rknn-toolkit2's memory_plan_strategy names (its default is 'BestFit'). GreedyBySize is this
+# toolkit's greedy_by_size; the others have no counterpart in the estimate, which then uses
+# greedy_by_size and says so.
+VENDOR_MEMORY_PLANS = {"BestFit": "greedy_by_size", "GreedyBySize": "greedy_by_size",
+                       "GreedyByLifetime": "greedy_by_size", "SlowPeakGrowth": "greedy_by_size"}
+NO_EFFECT_REASONS = {
+    **VENDOR_COMPILER_OPTIONS,
+    "memory_plan_strategy": "it names one of rknn-toolkit2's allocators; the memory estimate here plans "
+                            "with 'greedy_by_size' (this toolkit's strategies: 'greedy_by_size', 'first_fit', "
+                            "'naive')",
+}
+
+
 def parse_config(**kwargs: Any) -> ModelConfig:
     """Validate ``config()`` keyword arguments of either generation.
+
+    rknn-toolkit2's compiler options (:data:`VENDOR_COMPILER_OPTIONS`) are accepted and listed in
+    ``no_effect_options``; any other unknown name is refused, with the closest valid name.
 
     Raises:
         ConfigError: naming the option, the bad value and what is allowed.
     """
-    known = {f.name for f in fields(ModelConfig)} | {"channel_mean_value"}
-    unknown = sorted(set(kwargs) - known)
+    known = {f.name for f in fields(ModelConfig)} - {"no_effect_options"} | {"channel_mean_value"}
+    unknown = sorted(set(kwargs) - known - set(VENDOR_COMPILER_OPTIONS))
     for name in unknown:
         if name in _UNSUPPORTED_TOOLKIT1:
             raise ConfigError(f"config: '{name}' is not supported: {_UNSUPPORTED_TOOLKIT1[name]}")
     if unknown:
-        raise ConfigError(f"config: unknown option(s) {unknown}")
+        valid = sorted(known | set(VENDOR_COMPILER_OPTIONS))
+        hints = [f"'{n}' (did you mean '{m[0]}'?)" if (m := difflib.get_close_matches(n, valid, 1)) else f"'{n}'"
+                 for n in unknown]
+        raise ConfigError(f"config: unknown option(s) {', '.join(hints)}; valid options are {valid}")
 
     cfg = ModelConfig()
+    cfg.no_effect_options = {k: kwargs[k] for k in sorted(kwargs) if k in VENDOR_COMPILER_OPTIONS}
     cfg.target_platform, cfg.toolkit = _parse_platforms(kwargs.get("target_platform"),
                                                         any(k in kwargs for k in TOOLKIT1_ONLY))
     _set_normalisation(cfg, kwargs)
@@ -310,7 +355,13 @@ def _set_misc(cfg: ModelConfig, kw: dict[str, Any]) -> None:
     cfg.float_dtype = _choice(kw, "float_dtype", "float16", ("float16", "float32"))
     cfg.optimization_level = _int(kw, "optimization_level", 3, 0, 3)
     from openrknn.profile.memory_plan import MEMORY_PLAN_STRATEGIES   # the allocator owns its strategy names
-    cfg.memory_plan_strategy = _choice(kw, "memory_plan_strategy", "greedy_by_size", MEMORY_PLAN_STRATEGIES)
+    vendor_plan = kw.get("memory_plan_strategy")
+    if isinstance(vendor_plan, str) and vendor_plan in VENDOR_MEMORY_PLANS:   # rknn-toolkit2's own names
+        cfg.memory_plan_strategy = VENDOR_MEMORY_PLANS[vendor_plan]
+        if vendor_plan != "GreedyBySize":
+            cfg.no_effect_options["memory_plan_strategy"] = vendor_plan
+    else:
+        cfg.memory_plan_strategy = _choice(kw, "memory_plan_strategy", "greedy_by_size", MEMORY_PLAN_STRATEGIES)
     custom = kw.get("custom_string")
     if custom is not None and not isinstance(custom, str):
         raise ConfigError(f"config: custom_string must be a string, got {type(custom).__name__}")

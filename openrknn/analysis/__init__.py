@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from openrknn import log
-from openrknn.analysis.accuracy import AnalysisResult, analyse
+from openrknn.analysis.accuracy import LOPSIDED_DROP, LOPSIDED_INPUTS, AnalysisResult, analyse
 from openrknn.analysis.report import write_report
 from openrknn.errors import InferenceInputError
 from openrknn.graph.custom_ops import CustomOpRegistry
@@ -51,7 +51,24 @@ def run_accuracy_analysis(model: RKNNModel, inputs: Any, output_dir: str | None,
     worst = result.worst(3)
     if worst:
         log.info("worst layers (single): " + ", ".join(f"{r.tensor} cos={r.single_cos:.5f}" for r in worst))
+    _summarise_lopsided(result)
     return result
+
+
+def _summarise_lopsided(result: AnalysisResult) -> None:
+    """One line on the first layer that is right alone and fed right inputs, yet wrong in the whole model."""
+    found = result.first_lopsided()
+    if found is None:
+        log.info("accuracy_analysis: no layer loses accuracy only in the whole model (entire cos within "
+                 f"{LOPSIDED_DROP} of single wherever the inputs are ≥ {LOPSIDED_INPUTS})")
+        return
+    row, inputs = found
+    log.warning(f"accuracy_analysis: layer '{row.tensor}' ({row.op_type}) is right alone (single cos "
+                f"{row.single_cos:.5f}) and its input(s) are right (entire cos ≥ "
+                f"{min(r.entire_cos for r in inputs):.5f}), yet in the whole model it drops to entire cos "
+                f"{row.entire_cos:.5f}: its integer parameters do not match what it is fed (e.g. a bias or scale "
+                "shared with another layer). Compare its quantization parameters with its producer's, or move it "
+                "to float16 with hybrid quantization to confirm")
 
 
 def _read_inputs(model: RKNNModel, inputs: Any, cfg: Any) -> dict[str, np.ndarray]:

@@ -43,11 +43,53 @@ class LayerError:
                 "entire_euc": self.entire_euc, "single_cos": self.single_cos, "single_euc": self.single_euc}
 
 
+# A layer is lopsided when its ``entire`` cosine is this far below its ``single`` one while every
+# input it reads is still this accurate (``entire``): the layer alone is right, and so is what it
+# is given, yet together they are wrong — the pattern of quantization parameters made for another
+# consumer (a shared bias, a requantization meant for a different input scale).
+LOPSIDED_DROP = 0.01
+LOPSIDED_INPUTS = 0.999
+
+
 @dataclass
 class AnalysisResult:
     rows: list[LayerError] = field(default_factory=list)
     golden: dict[str, np.ndarray] = field(default_factory=dict)
     simulator: dict[str, np.ndarray] = field(default_factory=dict)
+    layer_inputs: dict[str, list[str]] = field(default_factory=dict)   # tensor -> tensors its node reads
+
+    def first_lopsided(self) -> tuple[LayerError, list[LayerError]] | None:
+        """The first row (graph order) whose ``entire`` cosine is > LOPSIDED_DROP below its ``single``
+        one while its inputs' ``entire`` cosines are ≥ LOPSIDED_INPUTS, with those input rows.
+
+        Inputs fused into their consumer (no row value) are looked through to what they read.
+        """
+        by_tensor = {r.tensor: r for r in self.rows}
+        for row in self.rows:
+            if row.op_type == "Input" or row.entire_cos is None or row.single_cos is None:
+                continue
+            if not (np.isfinite(row.entire_cos) and np.isfinite(row.single_cos)):
+                continue
+            if row.entire_cos >= row.single_cos - LOPSIDED_DROP:
+                continue
+            inputs = self._measured_inputs(row.tensor, by_tensor)
+            if inputs and all(r.entire_cos is not None and r.entire_cos >= LOPSIDED_INPUTS for r in inputs):
+                return row, inputs
+        return None
+
+    def _measured_inputs(self, tensor: str, by_tensor: dict[str, LayerError]) -> list[LayerError]:
+        found, stack, seen = [], list(self.layer_inputs.get(tensor, [])), set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            row = by_tensor.get(name)
+            if row is not None and row.entire_cos is not None:
+                found.append(row)
+            elif row is not None or name in self.layer_inputs:   # fused / unmeasured: look through it
+                stack.extend(self.layer_inputs.get(name, []))
+        return found
 
     def worst(self, count: int = 5) -> list[LayerError]:
         """The ``count`` layers with the lowest ``single`` cosine (NaN, e.g. an fp16 overflow, first)."""
@@ -100,6 +142,7 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],
     fused = set(fused_into.values())
     for node in golden_graph.graph.node:
         for out in node.output:
+            result.layer_inputs[out] = [i for i in node.input if i in golden and _is_float(golden[i])]
             if out and out in golden and _is_float(golden[out]):
                 sim_value = None if out in fused else _sim_value(simulated, out)
                 if sim_value is not None:

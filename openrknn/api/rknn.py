@@ -15,7 +15,7 @@ import numpy as np
 from openrknn import chips, log
 from openrknn.api import devices
 from openrknn.api.common import RuntimeInfo, sdk_version_text
-from openrknn.config import ModelConfig, parse_config
+from openrknn.config import NO_EFFECT_REASONS, ModelConfig, parse_config
 from openrknn.errors import ConfigError, NotSupportedError, RKNNError, RuntimeStateError, missing_extra_from
 from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CustomOpRegistry
@@ -121,6 +121,8 @@ class RKNN(RuntimeInfo):
         cfg = self._config
         log.debug(f"config: target_platform={cfg.target_platform} mean_values={cfg.mean_values} "
                   f"std_values={cfg.std_values} quantized_dtype={cfg.quantized_dtype}")
+        for name, value in cfg.no_effect_options.items():
+            log.warning(f"config: {name}={value!r} has no effect here: {NO_EFFECT_REASONS[name]}")
         if cfg.dynamic_input:
             log.warning(f"config: The 'dynamic_input' function has been enabled, the MaxShape is "
                         f"dynamic_input[0] = {cfg.dynamic_input[0]}!")

@@ -34,7 +34,7 @@ SUPPORTED_ONNX_OPS = frozenset({
     # layout and data movement
     "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split", "Slice", "Pad",
     "Tile", "Expand", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements",
-    "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "ReverseSequence", "Trilu",
+    "DepthToSpace", "SpaceToDepth", "Resize", "Upsample", "GridSample", "ReverseSequence", "Trilu",
     # comparison and logic (CPU)
     "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor", "Where",
     # recurrent layers

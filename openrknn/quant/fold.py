@@ -6,10 +6,13 @@ the folded weights are what gets quantized. Both rewrites keep every surviving t
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+from openrknn import log
 
 
 def constants_to_initializers(model: onnx.ModelProto) -> None:
@@ -281,17 +284,87 @@ def _chain(first: onnx.NodeProto, last: onnx.NodeProto, producer: dict) -> list[
         tensor = node.input[0]
 
 
-def equalization_scales(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Per-channel factors ``s_c = r_c / max(r)``, ``r_c = max(|lo_c|, |hi_c|)``, within ``[1/MAX_GAIN, 1]``.
+def equalization_scales(lo: np.ndarray, hi: np.ndarray, headroom: float = 1.0) -> np.ndarray:
+    """Per-channel factors ``s_c = min(1, headroom · r_c / max(r))``, ``r_c = max(|lo_c|, |hi_c|)``, ≥ 1/MAX_GAIN.
 
-    Dividing channel ``c`` by ``s_c`` gives every channel the range of the widest one, so a
-    per-tensor activation scale spends its 256 levels on every channel alike.
+    Dividing channel ``c`` by ``s_c`` raises its range to ``max(r) / headroom``: a per-tensor
+    activation scale spends its 256 levels on every channel alike, and a channel can still
+    exceed its calibration maximum ``headroom`` times on other pictures before it is clipped.
     """
     r = np.maximum(np.abs(np.asarray(lo, np.float64)), np.abs(np.asarray(hi, np.float64)))
     top = r.max() if r.size else 0.0
     if top <= 0:
         return np.ones_like(r)
-    return np.where(r > 0, np.clip(r / top, 1.0 / MAX_GAIN, 1.0), 1.0)
+    return np.where(r > 0, np.clip(headroom * r / top, 1.0 / MAX_GAIN, 1.0), 1.0)
+
+
+# Equalization raises narrow channels towards the widest one using calibration maxima; on other
+# pictures a channel may exceed its own maximum, and would then be clipped at the tensor's range.
+# So each channel keeps HEADROOM× its calibration range, and every rescale is checked on a held-out
+# part of the calibration set (every HELD_OUT_EVERY-th sample): it is applied only where the
+# tensor's int8 error on the held-out samples, in the original units, goes down.
+HEADROOM = 2.0
+HELD_OUT_EVERY = 3
+_LEVELS = 255
+
+
+@dataclass
+class EqualizationReport:
+    """What :func:`equalize_depthwise` did: rescaled tensors, and candidates it left alone."""
+
+    applied: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)     # more held-out error with the rescale
+    unchecked: bool = False                                  # too few samples to hold some out
+
+    def summary(self) -> str:
+        total = len(self.applied) + len(self.rejected)
+        text = f"depthwise equalization rescaled {len(self.applied)} of {total} Conv→depthwise pair(s)"
+        if self.rejected:
+            text += (f"; kept {len(self.rejected)} as they were (no lower int8 error on held-out calibration "
+                     f"samples): {', '.join(self.rejected[:6])}{' …' if len(self.rejected) > 6 else ''}")
+        if self.unchecked:
+            text += f"; fewer than {HELD_OUT_EVERY} samples, so not checked on held-out ones"
+        return text
+
+
+def _int8_error(value: np.ndarray, lo: float, hi: float, s: np.ndarray | None = None) -> float:
+    """Squared error of per-tensor asymmetric int8 on ``value / s`` over [lo, hi], in the units of ``value``."""
+    x = value if s is None else value / s.reshape((1, -1) + (1,) * (value.ndim - 2))
+    lo, hi = min(lo, 0.0), max(hi, 0.0)
+    step = (hi - lo) / _LEVELS if hi > lo else 1.0
+    q = np.clip(np.round((x - lo) / step), 0, _LEVELS) * step + lo
+    diff = (x - q) if s is None else (x - q) * s.reshape((1, -1) + (1,) * (value.ndim - 2))
+    return float(np.sum(np.square(diff, dtype=np.float64)))
+
+
+def _equalization_plan(model: onnx.ModelProto, tensors: list[str], samples, custom_ops):
+    """Scales per tensor (from all samples) and the tensors whose rescale lost on held-out samples."""
+    from openrknn.quant.calibrate import merge_channel_range, tensor_values
+    samples = list(samples)
+    held = set(range(HELD_OUT_EVERY - 1, len(samples), HELD_OUT_EVERY)) if len(samples) >= HELD_OUT_EVERY else set()
+    fit = [x for i, x in enumerate(samples) if i not in held]
+    ranges: dict = {}
+    for values in tensor_values(model, tensors, fit, custom_ops):
+        for name, value in values.items():
+            merge_channel_range(ranges, name, value)
+    if not held:
+        return {t: equalization_scales(*ranges[t], HEADROOM) for t in ranges}, set(), True
+    fit_scales = {t: equalization_scales(*ranges[t], HEADROOM) for t in ranges}
+    fit_limits = {}
+    for t, (lo, hi) in ranges.items():
+        s = fit_scales[t]
+        fit_limits[t] = ((float(lo.min()), float(hi.max())), (float((lo / s).min()), float((hi / s).max())))
+    errors = {t: [0.0, 0.0] for t in ranges}
+    for values in tensor_values(model, tensors, [samples[i] for i in sorted(held)], custom_ops):
+        for name, value in values.items():
+            if name not in ranges or value.ndim < 2 or value.shape[1] != ranges[name][0].size:
+                continue
+            (lo0, hi0), (lo1, hi1) = fit_limits[name]
+            errors[name][0] += _int8_error(value, lo0, hi0)
+            errors[name][1] += _int8_error(value, lo1, hi1, fit_scales[name])
+            merge_channel_range(ranges, name, value)
+    rejected = {t for t, (plain, equalized) in errors.items() if not equalized < plain}
+    return {t: equalization_scales(*ranges[t], HEADROOM) for t in ranges}, rejected, False
 
 
 def equalize_depthwise(model: onnx.ModelProto, samples, method: str = "channel", custom_ops=None) -> int:
@@ -304,32 +377,38 @@ def equalize_depthwise(model: onnx.ModelProto, samples, method: str = "channel",
 
     which leaves the depthwise Conv's output unchanged (the layers between are positively
     homogeneous). Per-channel weight scales absorb the factors exactly, so only per-tensor
-    (``layer``) weights are left alone. One pass over ``samples``, reading only those tensors.
-    Returns the number of pairs rescaled. ``custom_ops``: the registry that runs custom-op layers.
+    (``layer``) weights are left alone. Each channel keeps ``HEADROOM``× its range, and a rescale
+    is applied only where it lowers the int8 error on held-out calibration samples (one ``I`` line
+    says which). Returns the number of pairs rescaled. ``custom_ops``: the registry that runs
+    custom-op layers.
     """
     if method == "layer":
         return 0
     pairs = depthwise_pairs(model)
     if not pairs:
         return 0
-    from openrknn.quant.calibrate import channel_ranges
-    ranges = channel_ranges(model, [t for _, _, t in pairs], samples, custom_ops)
+    scales, rejected, unchecked = _equalization_plan(model, [t for _, _, t in pairs], samples, custom_ops)
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     uses = Counter(name for node in graph.node for name in node.input)
-    count = 0
+    report = EqualizationReport(unchecked=unchecked)
     for first, dw, tensor in pairs:
-        if tensor not in ranges or ranges[tensor][0].size != inits[dw.input[1]].dims[0]:
+        if tensor not in scales or scales[tensor].size != inits[dw.input[1]].dims[0]:
             continue
-        s = equalization_scales(*ranges[tensor])
+        s = scales[tensor]
         if np.all(s == 1.0):
+            continue
+        if tensor in rejected:
+            report.rejected.append(tensor)
             continue
         _scale_rows(graph, inits, uses, first, 1, 1.0 / s)
         if len(first.input) > 2 and first.input[2]:
             _scale_rows(graph, inits, uses, first, 2, 1.0 / s)
         _scale_rows(graph, inits, uses, dw, 1, s)
-        count += 1
-    return count
+        report.applied.append(tensor)
+    if report.applied or report.rejected:
+        log.info(f"quantize: {report.summary()}")
+    return len(report.applied)
 
 
 def _scale_rows(graph: onnx.GraphProto, inits, uses: Counter, node: onnx.NodeProto, index: int,

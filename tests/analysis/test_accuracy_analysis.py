@@ -211,3 +211,39 @@ def test_quantized_analysis_without_outlier_is_clean(tmp_path):
     result = run_accuracy_analysis(rknn._model, [np.load(sample(tmp_path, 1))], str(tmp_path / "s"), rknn._cfg())
     assert all(r.single_cos > 0.98 for r in result.rows if r.single_cos is not None), \
         [(r.tensor, r.single_cos) for r in result.worst(5)]
+
+
+# --------------------------------------------------------------------- lopsided layers (issue: shared biases)
+def _result(rows: list[tuple[str, str, float, float | None]], inputs: dict[str, list[str]]) -> AnalysisResult:
+    return AnalysisResult(rows=[LayerError(op, t, entire, None, single, None) for op, t, entire, single in rows],
+                          layer_inputs=inputs)
+
+
+def test_first_lopsided_layer_is_right_alone_and_fed_right_inputs():
+    result = _result([("Input", "x", 1.0, 1.0), ("Conv", "a", 0.9995, 0.9999), ("Conv", "b_pre", None, None),
+                      ("Relu", "b", 0.98, 0.99999), ("Conv", "c", 0.95, 0.99999)],
+                     {"a": ["x"], "b_pre": ["a"], "b": ["b_pre"], "c": ["b"]})
+    row, inputs = result.first_lopsided()
+    assert row.tensor == "b"                           # its fused Conv is looked through to 'a'
+    assert [r.tensor for r in inputs] == ["a"]
+    # 'c' also drops, but its input 'b' is already wrong: the error came from upstream, not from 'c'
+    result.rows[3].entire_cos = 0.995
+    assert result.first_lopsided() is None
+
+
+def test_accuracy_analysis_prints_the_lopsided_summary(tmp_path, capsys, monkeypatch):
+    rknn = built(three_convs(tmp_path / "m.onnx"))
+    assert rknn.accuracy_analysis(inputs=[str(sample(tmp_path))], output_dir=str(tmp_path / "a")) == 0
+    assert "I accuracy_analysis: no layer loses accuracy only in the whole model" in capsys.readouterr().out
+    from openrknn.analysis import accuracy
+    real = accuracy._single_layer_errors
+
+    def single_better_than_entire(model, golden_graph, golden, result, fused_into, custom_ops):
+        real(model, golden_graph, golden, result, fused_into, custom_ops)
+        for row in result.rows:                        # as if 'r2' were right alone but wrong in the model
+            if row.tensor == "r2":
+                row.entire_cos, row.single_cos = 0.9, 0.99999
+    monkeypatch.setattr(accuracy, "_single_layer_errors", single_better_than_entire)
+    assert rknn.accuracy_analysis(inputs=[str(sample(tmp_path))], output_dir=str(tmp_path / "b")) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W accuracy_analysis:"))
+    assert "'r2'" in line and "single cos 0.99999" in line and "entire cos 0.90000" in line

@@ -151,3 +151,9 @@ def test_unsupported_op_and_io_type_refused_at_load(tmp_path, capsys):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "bf16.onnx")
     assert RKNN().load_onnx(str(tmp_path / "bf16.onnx")) == -1
     assert "BFLOAT16" in _err(capsys)
+
+
+def test_misspelt_vendor_option_names_the_closest(capsys):
+    assert RKNN().config(dissable_rules=["fuse_x"]) == -1
+    message = _err(capsys)
+    assert "'dissable_rules'" in message and "did you mean 'disable_rules'" in message

@@ -57,3 +57,31 @@ def test_exit_status_of_a_vendor_script_whose_model_is_missing(tmp_path):
         vendor = subprocess.run([str(reference), "-I", "script.py"], cwd=tmp_path, capture_output=True, text=True,
                                 timeout=300)
         assert vendor.returncode == 1 and "ValueError" in vendor.stderr
+
+
+def test_vendor_compiler_options_warn_and_the_script_runs(conv_model, capsys):
+    """rknn-toolkit2's advice for a crashing attention fusion is config(disable_rules=[...])."""
+    import numpy as np
+    from rknn.api import RKNN
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588", disable_rules=["fuse_exmatmul_add"], sram_prefer=True) == 0
+    warnings = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W config:")]
+    assert any("disable_rules" in ln and "has no effect here" in ln for ln in warnings)
+    assert any("sram_prefer" in ln for ln in warnings)
+    assert rknn.load_onnx(model=str(conv_model)) == 0
+    assert rknn.build(do_quantization=False) == 0
+    assert rknn.init_runtime() == 0
+    outputs = rknn.inference(inputs=[np.zeros((16, 16, 3), np.uint8)])
+    assert outputs is not None and np.isfinite(outputs[0]).all()
+    rknn.release()
+
+
+def test_vendor_memory_plan_names_are_accepted(capsys):
+    """rknn-toolkit2's config() defaults to memory_plan_strategy='BestFit'; a script that spells it out runs."""
+    from openrknn.config import parse_config
+    from rknn.api import RKNN
+    assert parse_config(memory_plan_strategy="GreedyBySize").memory_plan_strategy == "greedy_by_size"
+    assert RKNN().config(target_platform="rk3588", memory_plan_strategy="BestFit") == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W config: memory_plan_strategy"))
+    assert "'BestFit'" in line and "greedy_by_size" in line
+    assert RKNN().config(memory_plan_strategy="BestFits") == -1   # still validated

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
@@ -84,3 +85,55 @@ def test_equalized_build_is_more_accurate_and_analysis_sees_no_false_error(tmp_p
             single_cos = float(relu_row.split("|")[1].split()[-1])
             assert single_cos > 0.999, relu_row      # equalized channels are not reported as error
     assert scores["channel"] > 0.999 and scores["channel"] > scores["layer"]
+
+
+def two_channels(path: Path) -> onnx.ModelProto:
+    """x (2 channels) → Conv 1×1 (identity) → Relu → depthwise 3×3: the pair sees x's channels as they are."""
+    inits = [numpy_helper.from_array(np.eye(2, dtype=np.float32).reshape(2, 2, 1, 1), "w1"),
+             numpy_helper.from_array(np.full((2, 1, 3, 3), 0.1, np.float32), "dw_w")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], name="pw"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu"),
+             helper.make_node("Conv", ["r1", "dw_w"], ["y"], name="dw", pads=[1, 1, 1, 1], group=2)]
+    graph = helper.make_graph(nodes, "eq2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, path)
+    return model
+
+
+def _pictures(narrow_peaks: list[float]) -> list[list[np.ndarray]]:
+    """Channel 0 spans 0…10 in every sample; channel 1 peaks at the given value."""
+    rng = np.random.default_rng(3)
+    out = []
+    for peak in narrow_peaks:
+        x = rng.uniform(0, 1, (1, 2, 8, 8)).astype(np.float32)
+        x[0, 0] *= 10 / x[0, 0].max()
+        x[0, 1] *= peak / x[0, 1].max()
+        out.append([x])
+    return out
+
+
+def test_rescale_kept_only_where_held_out_samples_agree(tmp_path, capsys):
+    from openrknn import log
+    log.configure(verbose=False)
+    # every third sample is held out; there the narrow channel agrees with what the others showed
+    model = two_channels(tmp_path / "a.onnx")
+    assert equalize_depthwise(model, _pictures([0.1, 0.1, 0.1])) == 1
+    assert "rescaled 1 of 1 Conv→depthwise pair(s)" in capsys.readouterr().out
+    # the held-out sample shows the narrow channel at 20× its calibration peak: raising that channel
+    # to the wide one's range would clip it, so the pair is left alone and the log says so
+    model = two_channels(tmp_path / "b.onnx")
+    before = [numpy_helper.to_array(i).copy() for i in model.graph.initializer]
+    assert equalize_depthwise(model, _pictures([0.1, 0.1, 2.0])) == 0
+    assert all(np.array_equal(a, numpy_helper.to_array(b)) for a, b in zip(before, model.graph.initializer))
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "depthwise equalization" in ln)
+    assert line.startswith("I quantize:") and "rescaled 0 of 1" in line and "kept 1 as they were" in line and "r1" in line
+
+
+def test_headroom_leaves_room_above_the_calibration_range(tmp_path):
+    model = two_channels(tmp_path / "m.onnx")
+    assert equalize_depthwise(model, _pictures([0.1, 0.1, 0.1])) == 1
+    w1 = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "w1"))
+    gain = w1[1, 1, 0, 0]                          # the narrow channel's factor 1/s
+    from openrknn.quant.fold import HEADROOM
+    assert HEADROOM > 1 and gain == pytest.approx(10 / 0.1 / HEADROOM, rel=1e-3)
