@@ -43,8 +43,9 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from arch_sweep_models import ARCHS, INITS  # noqa: E402
 
-BENCH_PYTHON = "/work/benchvenv/bin/python"
-VENDOR_PYTHON = "/work/rknn-ref/bin/python"
+# a Python with torch + torchvision + timm + ultralytics (model export), and rknn-toolkit2's Python
+BENCH_PYTHON = os.environ.get("OPENRKNN_BENCH_PYTHON", sys.executable)
+VENDOR_PYTHON = os.environ.get("OPENRKNN_RKNN_TOOLKIT2", "")
 IMAGENET = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375])
 YOLO = dict(mean=[0.0, 0.0, 0.0], std=[255.0, 255.0, 255.0])
 DTYPES = ("int8", "float16")
@@ -162,6 +163,8 @@ class Sweep:
             error.unlink(missing_ok=True)
         disabled: list[str] = []
         while not result.exists() and not error.exists():
+            if not VENDOR_PYTHON:
+                raise SystemExit("the vendor's rows need rknn-toolkit2: set OPENRKNN_RKNN_TOOLKIT2 to its Python")
             job = self.cache / f"{model.stem}.vendor_{dtype}.job.json"
             job.write_text(json.dumps({"onnx": str(model), "dataset": dataset, "images": str(held),
                                        "mean": norm["mean"], "std": norm["std"], "platform": "rk3588",

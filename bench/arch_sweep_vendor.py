@@ -1,7 +1,7 @@
 """Build one ONNX model with Rockchip's rknn-toolkit2 and run its simulator on held-out pictures.
 
 Runs under the vendor's Python only, as a subprocess from a folder outside the project
-(``cd CACHE && /work/rknn-ref/bin/python -I arch_sweep_vendor.py JOB.json``), so the project's
+(``cd CACHE && $OPENRKNN_RKNN_TOOLKIT2 -I arch_sweep_vendor.py JOB.json``), so the project's
 own ``rknn`` package cannot shadow the vendor's. The job file names the model, the calibration
 list, the held-out pictures (a uint8 NHWC ``.npy``), mean/std, the dtype and the result path;
 optional ``inputs`` / ``input_size_list`` fix a dynamic input's shape, ``disable_rules``

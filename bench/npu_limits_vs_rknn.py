@@ -1,6 +1,6 @@
 """`openrknn check`'s placement next to rknn-toolkit2's own, one small probe model per limit family.
 
-    python bench/npu_limits_vs_rknn.py [--reference-python /work/rknn-ref/bin/python] [--chips rk3566 rk3588]
+    python bench/npu_limits_vs_rknn.py [--reference-python $OPENRKNN_RKNN_TOOLKIT2] [--chips rk3566 rk3588]
 
 For each probe (a model of one layer outside, or inside, a documented limit) and chip, Rockchip's
 toolkit makes a verbose float build in a subprocess (never imported here) and its "Network Layer
@@ -13,6 +13,7 @@ table; a row marked `<>` is a disagreement.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -133,7 +134,7 @@ def ours(model_path: Path, chip: str) -> tuple[str, str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reference-python", default="/work/rknn-ref/bin/python")
+    parser.add_argument("--reference-python", default=os.environ.get("OPENRKNN_RKNN_TOOLKIT2"))
     parser.add_argument("--chips", nargs="+", default=["rk3566", "rk3588"])
     args = parser.parse_args()
     agree = total = 0
