@@ -401,27 +401,13 @@ class RKNN(RuntimeInfo):
                                 "for Rockchip's closed runtime. Write the op as a Python class and use reg_custom_op()")
 
     def _auto_hybrid(self, model: RKNNModel, dataset: str | None, cache: Any = None) -> RKNNModel:
-        """build(auto_hybrid=True): raise the fewest layers to float16 (int16 where the NPU has no
-        float16) so that the outputs meet the thresholds."""
-        from openrknn import profile
-        from openrknn.analysis.mixed_precision import auto_hybrid
+        """build(auto_hybrid=True): raise the cheapest set of layers to float16 / int16 (per the
+        target chip) so that the outputs meet the thresholds, within ``auto_hybrid_min_fps``."""
+        from openrknn.analysis.mixed_precision import auto_hybrid_build
         from openrknn.compile import calibration_setup
         cfg = self._cfg()
         settings, samples = calibration_setup(model, cfg, dataset)
-        chip = chips.get_chip(cfg.platform)
-        # float16 layers run on the CPU of chips whose NPU has no float16: raise those to int16 instead
-        precision = "int16" if not chip.float_on_npu and settings.spec.act_dtype in ("int8", "uint8") else "float16"
-        result = auto_hybrid(model, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
-                             self._custom_ops, precision, cache)
-        before = profile.estimate_perf(model, chip).total_time_us
-        after = profile.estimate_perf(result.model, chip).total_time_us
-        log.info(f"auto_hybrid: {len(result.float_layers)} layer(s) moved to {precision} {result.float_layers}; output "
-                 f"cosine {result.output_cosine} (threshold {cfg.auto_hybrid_cos_thresh}); estimated time "
-                 f"{before:.0f} us -> {after:.0f} us on {chip.name} ({result.trials} trials)")
-        result.model.metadata["auto_hybrid"] = {"float_layers": result.float_layers, "precision": result.precision,
-                                                "met": result.met,
-                                                "output_cosine": result.output_cosine,
-                                                "time_us": [round(before, 1), round(after, 1)]}
+        result = auto_hybrid_build(model, samples, settings, cfg, chips.get_chip(cfg.platform), self._custom_ops, cache)
         return result.model
 
     @api_call
