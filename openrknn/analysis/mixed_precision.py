@@ -46,6 +46,7 @@ from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
 _MAX_PRUNE = 4         # chosen moves the pruning pass re-checks one by one (the most expensive)
+_SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
 _MIN_COST_US = 0.5     # a move estimated free still costs a launch: no division by zero
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
 
@@ -148,6 +149,7 @@ class SearchPlan:
     base_time_us: float
     cache: CalibrationCache
     plain_passes: bool = False
+    plain_cosine: float = 0.0    # the plain model's worst output cosine on the evaluation samples
 
     def time_us(self, count: int) -> float:
         """Estimated time with the first ``count`` choices applied (costs added)."""
@@ -178,9 +180,9 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     base_time = total_time_us(quantized, chip) if chip is not None else 0.0
     plain_passes = check.passes(quantized)
     if plain_passes and not always:
-        return SearchPlan(float_model, check, [], base_time, cache, plain_passes=True)
+        return SearchPlan(float_model, check, [], base_time, cache, True, min(check.last, default=1.0))
     started = time.perf_counter()
-    drops = dict(output_sensitivity(quantized, [check.samples[check.hardest]], custom_ops))
+    drops = dict(output_sensitivity(quantized, [check.samples[check.hardest]], custom_ops, _SENSITIVITY_SIDE))
     producers = _layer_of_tensor(quantized)
     layers = list(dict.fromkeys(list(drops) + [producers[t] for t in _stored_in_graph_order(quantized)
                                                  if t in producers]))
@@ -199,22 +201,24 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     best = [max(moves, key=lambda c: (c.gain_per_us, -precisions.index(c.precision))) for moves in options.values()]
     if chip is not None:
         best.sort(key=lambda c: (-c.gain_per_us, order[c.layer]))
-    return SearchPlan(float_model, check, best, base_time, cache, plain_passes=plain_passes)
+    return SearchPlan(float_model, check, best, base_time, cache, plain_passes, min(check.last, default=1.0))
 
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
                 cos_thresh: float, euc_thresh: float | None = None,
                 custom_ops: CustomOpRegistry | None = None, precision: str | Sequence[str] = "float16",
                 cache: CalibrationCache | None = None, chip: Chip | None = None,
-                min_fps: float | None = None) -> MixedPrecisionResult:
+                min_fps: float | None = None, plan: SearchPlan | None = None) -> MixedPrecisionResult:
     """Raise the cheapest set of layers to a higher precision so that every output meets the
     thresholds (see module doc). ``precision``: one precision or several to choose from per layer
     ('float16', 'int16'); ``chip``: the target, whose cost model orders the moves by cosine regained
     per estimated µs; ``min_fps``: never go below this estimated FPS on ``chip`` (the search then
     stops at the last move that keeps it, met or not). ``cache``: the one the plain build of
-    ``quantized`` filled (same samples and settings), else a new one."""
+    ``quantized`` filled (same samples and settings), else a new one. ``plan``: the
+    :func:`plan_search` of these arguments, when already made (the trade-off report shares it)."""
     precisions = (precision,) if isinstance(precision, str) else tuple(precision)
-    plan = plan_search(quantized, samples, settings, cos_thresh, euc_thresh, custom_ops, precisions, chip, cache)
+    if plan is None:
+        plan = plan_search(quantized, samples, settings, cos_thresh, euc_thresh, custom_ops, precisions, chip, cache)
     check = plan.check
     if plan.plain_passes:
         return MixedPrecisionResult(model=quantized, precision="+".join(precisions), output_cosine=check.last,
@@ -237,7 +241,8 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
             return model
         return None
 
-    count = _smallest_prefix(choices, trial)
+    plain_cosine = plan.plain_cosine
+    count = _smallest_prefix(choices, trial, predicted_count([c.drop for c in choices], plain_cosine, cos_thresh))
     if count is None:
         what = f"{len(choices)} affordable move(s)" if min_fps is not None else f"all {len(choices)} moves"
         if min_fps is not None and choices:
@@ -265,15 +270,20 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
 
 def auto_hybrid_build(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
                       cfg: Any, chip: Chip, custom_ops: CustomOpRegistry | None = None,
-                      cache: CalibrationCache | None = None) -> MixedPrecisionResult:
+                      cache: CalibrationCache | None = None, always_plan: bool = False
+                      ) -> tuple[MixedPrecisionResult, SearchPlan]:
     """``build(auto_hybrid=True)``: :func:`auto_hybrid` with the thresholds of ``cfg`` (a
     ``ModelConfig``) and the precisions ``chip`` offers, logged, and recorded in the model's
-    ``metadata["auto_hybrid"]`` — ``custom_quantize_layers`` there is the plain hybrid config."""
+    ``metadata["auto_hybrid"]`` — ``custom_quantize_layers`` there is the plain hybrid config.
+    Returns the result and the search plan (ordered moves even when the plain model passes, with
+    ``always_plan``)."""
     precisions = tuple(p for p in chip_precisions(chip)
                        if p == "float16" or settings.spec.act_dtype in ("int8", "uint8")) or ("float16",)
     min_fps = getattr(cfg, "auto_hybrid_min_fps", None)
+    plan = plan_search(quantized, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
+                       custom_ops, precisions, chip, cache, always_plan)
     result = auto_hybrid(quantized, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
-                         custom_ops, precisions, cache, chip, min_fps)
+                         custom_ops, precisions, cache, chip, min_fps, plan)
     before, after = result.base_time_us, result.time_us
     drop = 100.0 * (1.0 - fps(after) / fps(before)) if before and after else 0.0
     moved = [f"{kind} {layers}" for kind, layers in (("float16", result.float_layers), ("int16", result.int16_layers))
@@ -288,7 +298,7 @@ def auto_hybrid_build(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
         "met": result.met, "output_cosine": result.output_cosine, "platform": chip.name,
         "time_us": [round(before, 1), round(after, 1)],
         "custom_quantize_layers": config_layers(result.model.golden or result.model.graph, result.hybrid_layers())}
-    return result
+    return result, plan
 
 
 def _result(model: RKNNModel, chosen: list[Choice], check: "_OutputCheck", plan: SearchPlan, chip: Chip | None,
@@ -301,23 +311,58 @@ def _result(model: RKNNModel, chosen: list[Choice], check: "_OutputCheck", plan:
         time_us=total_time_us(model, chip) if chip is not None else 0.0, choices=chosen)
 
 
-def _smallest_prefix(ranking: list[str], trial) -> int | None:
-    """Smallest k with ``trial(ranking[:k])`` passing (doubling, then bisection); None if none does."""
-    if not ranking:
+def _smallest_prefix(ranking: list, trial, guess: int = 1) -> int | None:
+    """Smallest k with ``trial(ranking[:k])`` passing; None if none does. An exponential search
+    from ``guess`` (steps 1, 2, 4, … down while passing, up while failing), then a bisection: a
+    good guess costs about two trials, a guess off by d about 2·log2(d)."""
+    count = len(ranking)
+    if not count:
         return None
-    high = 1
-    while trial(ranking[:high]) is None:
-        if high >= len(ranking):
-            return None
-        high = min(2 * high, len(ranking))
-    low = high // 2          # ranking[:low] failed (or low == 0)
+    passes = lambda k: trial(ranking[:k]) is not None   # noqa: E731 - short local predicate
+    guess = min(max(guess, 1), count)
+    step = 1
+    if passes(guess):
+        high, low = guess, 0          # ranking[:low] fails (the plain model, low == 0, failed)
+        while high - step > 0:
+            if not passes(high - step):
+                low = high - step
+                break
+            high -= step
+            step *= 2
+    else:
+        low, high = guess, None
+        while high is None:
+            if low >= count:
+                return None
+            probe = min(low + step, count)
+            if passes(probe):
+                high = probe
+            else:
+                low = probe
+            step *= 2
     while high - low > 1:
         middle = (low + high) // 2
-        if trial(ranking[:middle]) is None:
-            low = middle
-        else:
+        if passes(middle):
             high = middle
+        else:
+            low = middle
     return high
+
+
+def predicted_count(drops: Sequence[float], plain_cosine: float, cos_thresh: float, margin: float = 0.8) -> int:
+    """How many of the moves (their 8-bit output drops, in order) should bring the output cosine
+    from ``plain_cosine`` to ``cos_thresh``, if drops add up: the loss left after the first k moves
+    is the plain loss times the share of the drops they leave. ``margin`` < 1 aims a little past."""
+    total = float(sum(drops))
+    plain_loss, allowed = 1.0 - plain_cosine, (1.0 - cos_thresh) * margin
+    if total <= 0 or plain_loss <= allowed:
+        return 1
+    left = total
+    for k, drop in enumerate(drops, start=1):
+        left -= drop
+        if plain_loss * left / total <= allowed:
+            return k
+    return len(drops)
 
 
 def worst_output_cosines(golden: Sequence[Sequence[np.ndarray]], results: Sequence[Sequence[np.ndarray]]) -> list[float]:

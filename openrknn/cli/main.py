@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
     from openrknn.cli.evaluate import add_eval_parser
     add_eval_parser(sub)
+    from openrknn.cli.hybrid import add_hybrid_parser
+    add_hybrid_parser(sub)
     p = sub.add_parser("platforms", help="list supported platforms")
     p.set_defaults(func=cmd_platforms)
     from openrknn.cli import serve
