@@ -45,7 +45,7 @@ from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_MAX_PRUNE = 4         # chosen moves the pruning pass re-checks one by one (the most expensive)
+_MAX_PRUNE = 6         # chosen moves the pruning pass re-checks one by one (the most expensive)
 _SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
 _MIN_COST_US = 0.5     # a move estimated free still costs a launch: no division by zero
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
@@ -257,8 +257,11 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                                     met=False, trials=check.trials, base_time_us=plan.base_time_us,
                                     time_us=plan.base_time_us)
     chosen = list(choices[:count])
-    # the pruning pass re-checks the most expensive moves first: they are the ones worth saving
-    for move in sorted(chosen, key=lambda c: -c.cost_us)[:_MAX_PRUNE]:
+    # the pruning pass re-checks the most expensive moves first: they are the ones worth saving; a
+    # move whose own drop exceeds the whole loss the threshold allows is needed, and not re-checked
+    needed = 1.0 - cos_thresh
+    candidates = [c for c in sorted(chosen, key=lambda c: -c.cost_us) if c.drop <= needed and c.cost_us > 0]
+    for move in candidates[:_MAX_PRUNE]:
         if len(chosen) > 1 and trial([c for c in chosen if c is not move]) is not None:
             chosen.remove(move)
     model = passing.get(tuple(c.layer for c in chosen))
@@ -296,6 +299,7 @@ def auto_hybrid_build(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
         "float_layers": result.float_layers + result.int16_layers, "float16_layers": result.float_layers,
         "int16_layers": result.int16_layers, "precision": result.precision,
         "met": result.met, "output_cosine": result.output_cosine, "platform": chip.name,
+        "plain_cosine": round(plan.plain_cosine, 6), "cos_thresh": cfg.auto_hybrid_cos_thresh,
         "time_us": [round(before, 1), round(after, 1)],
         "custom_quantize_layers": config_layers(result.model.golden or result.model.graph, result.hybrid_layers())}
     return result, plan

@@ -446,6 +446,7 @@ class RKNN(RuntimeInfo):
         result, plan = auto_hybrid_build(model, samples, settings, cfg, chips.get_chip(cfg.platform),
                                          self._custom_ops, cache, always_plan=True)
         points = tradeoff_points(plan, samples, settings, report_chips, result, self._custom_ops, max_points)
+        result.model.metadata["auto_hybrid"]["tradeoff"] = [p.to_dict() for p in points]   # the workbench plots it
         self._model, self._export_path, self._runtime = result.model, None, None
         if step1_dir is not None:
             from openrknn.quant.hybrid import write_step1

@@ -170,3 +170,13 @@ def test_cli_hybrid_pareto(workdir, capsys):
     assert [p["moves"] for p in points if not p["chosen"]] == [0, 1, 3] or len(points) == 4
     assert (workdir / "net.rknn").is_file()
     assert "auto_hybrid trade-off" in capsys.readouterr().out
+
+
+def test_workbench_section_plots_the_choice(workdir):
+    from openrknn.ui.hybrid import auto_hybrid_section
+    assert auto_hybrid_section(None) == ""
+    rknn = _rknn(workdir, auto_hybrid_cos_thresh=0.99)
+    assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
+    html = auto_hybrid_section(rknn._model.metadata["auto_hybrid"])
+    assert 'id="auto-hybrid"' in html and "r2: float16" in html and "FPS on rk3588" in html
+    assert html.count('class="pt') == 2 and html.count('class="pt chosen"') == 1   # plain and choice
