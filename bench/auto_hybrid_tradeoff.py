@@ -6,7 +6,7 @@ For each OCR model (shared data folder) and each mode::
     rk3566 and rk3588 (cost model), layers moved (float16 / int16), build time
 
 Modes: ``int8`` (plain ``normal`` build) and ``auto_hybrid`` (``build(auto_hybrid=True)``, threshold
-0.995, target rk3588). Run the same script once per code base to compare them in the same run —
+0.995, target ``--target``, default rk3588). Run the same script once per code base to compare them in the same run —
 ``--repo`` is put first on ``sys.path``, so ``--repo /work/main`` measures main's code (float16-only
 auto_hybrid) and the default measures this checkout::
 
@@ -66,7 +66,7 @@ def _pictures(folder: Path, case: dict, images: Path) -> tuple[list[Path], list[
     return photos[:half], held
 
 
-def run(models: list[str], modes: list[str], data: Path) -> list[dict]:
+def run(models: list[str], modes: list[str], data: Path, target: str = "rk3588") -> list[dict]:
     import onnxruntime as ort
     from openrknn import chips, profile
     from rknn.api import RKNN
@@ -85,7 +85,7 @@ def run(models: list[str], modes: list[str], data: Path) -> list[dict]:
                 case["std"])).transpose(0, 3, 1, 2)})[0] for x in held]
             for mode in modes:
                 rknn = RKNN(verbose=False)
-                rknn.config(mean_values=[case["mean"]], std_values=[case["std"]], target_platform="rk3588",
+                rknn.config(mean_values=[case["mean"]], std_values=[case["std"]], target_platform=target,
                             auto_hybrid_cos_thresh=THRESHOLD)
                 rknn.load_onnx(model=path, inputs=[name], input_size_list=[[1, 3, h, w]])
                 started = time.perf_counter()
@@ -97,7 +97,7 @@ def run(models: list[str], modes: list[str], data: Path) -> list[dict]:
                 model = rknn._model
                 facts = model.metadata.get("auto_hybrid") or {}
                 fps = {chip: round(profile.estimate_perf(model, chips.get_chip(chip)).fps, 1) for chip in CHIPS}
-                rows.append(dict(model=key, mode=mode, build_s=round(seconds, 1), cos_mean=round(float(np.mean(cosines)), 5),
+                rows.append(dict(model=key, mode=mode, target=target, build_s=round(seconds, 1), cos_mean=round(float(np.mean(cosines)), 5),
                                  cos_min=round(float(np.min(cosines)), 5), fps=fps,
                                  float16=len(facts.get("float_layers", [])), int16=len(facts.get("int16_layers", [])),
                                  search_cos=facts.get("output_cosine")))
@@ -112,9 +112,10 @@ def main() -> None:
     parser.add_argument("--data", default=str(HERE.parent.parent / "shared"))
     parser.add_argument("--models", default="det,rec,cls")
     parser.add_argument("--modes", default="int8,auto_hybrid")
+    parser.add_argument("--target", default="rk3588", help="target_platform of the builds (auto_hybrid's cost model)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.repo).resolve()))
-    run(args.models.split(","), args.modes.split(","), Path(args.data))
+    run(args.models.split(","), args.modes.split(","), Path(args.data), args.target)
 
 
 if __name__ == "__main__":
