@@ -180,3 +180,11 @@ def test_workbench_section_plots_the_choice(workdir):
     html = auto_hybrid_section(rknn._model.metadata["auto_hybrid"])
     assert 'id="auto-hybrid"' in html and "r2: float16" in html and "FPS on rk3588" in html
     assert html.count('class="pt') == 2 and html.count('class="pt chosen"') == 1   # plain and choice
+
+
+def test_a_move_is_worth_its_regained_cosine_per_microsecond():
+    from openrknn.analysis.mixed_precision import Choice
+    cheap16, dear_fp16 = Choice("a", "int16", 0.1, 10.0), Choice("a", "float16", 0.1, 20.0)
+    assert cheap16.gain_per_us > dear_fp16.gain_per_us                       # cheaper int16 wins
+    assert Choice("a", "float16", 0.1, 10.0).gain_per_us > cheap16.gain_per_us   # a tie goes to float16 (exact)
+    assert Choice("b", "float16", 0.01, 0.0).gain_per_us == pytest.approx(0.02)   # a free move costs 0.5 µs
