@@ -39,7 +39,7 @@ from openrknn.quant import QuantSettings, quantize_model
 from openrknn.quant.hybrid import config_layers, float_record
 from openrknn.quant.calibrate import CalibrationCache
 from openrknn.quant.overrides import QuantOverrides
-from openrknn.quant.sensitivity import output_sensitivity
+from openrknn.quant.sensitivity import context_gains, output_sensitivity
 from openrknn.analysis.precision_cost import INT16_RESIDUAL, chip_precisions, fps, layer_times, total_time_us
 from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
@@ -201,6 +201,15 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     best = [max(moves, key=lambda c: (c.gain_per_us, -precisions.index(c.precision))) for moves in options.values()]
     if chip is not None:
         best.sort(key=lambda c: (-c.gain_per_us, order[c.layer]))
+        # a move whose drop alone exceeds the whole allowed loss is needed; the others are worth
+        # what they regain once those are raised (small errors compound: drops from float misjudge them)
+        needed = [c for c in best if c.drop > 1.0 - cos_thresh]
+        if needed and len(needed) < len(best):
+            gains = context_gains(quantized, [check.samples[check.hardest]], [c.layer for c in needed], custom_ops,
+                                  _SENSITIVITY_SIDE)
+            rest = [Choice(c.layer, c.precision, max(gains.get(c.layer, 0.0), 0.0), c.cost_us)
+                    for c in best if c not in needed]
+            best = needed + sorted(rest, key=lambda c: (-c.gain_per_us, order[c.layer]))
     return SearchPlan(float_model, check, best, base_time, cache, plain_passes, min(check.last, default=1.0))
 
 

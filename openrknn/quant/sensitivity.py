@@ -159,22 +159,7 @@ def output_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarr
     busiest window of the picture) — a run per layer costs a quarter at half the side, and a
     quantization step does the same damage per pixel. A graph that cannot run on the crop (fixed
     reshapes, a fully connected head) is scored on the full samples."""
-    from openrknn.sim.session import GraphRunner
-    graph, gates = gated_graph(quantized)
-    names = [spec.name for spec in quantized.inputs]
-    runner = None
-    if crop_side:
-        cropped = [[_busiest_crop(x, crop_side) for x in sample] for sample in samples]
-        if any(c.shape != x.shape for sample, crops in zip(samples, cropped) for x, c in zip(sample, crops)):
-            try:
-                small = _resized(graph, names, cropped[0])
-                runner = GraphRunner(small, custom_ops)
-                runner.run({**dict(zip(names, cropped[0])), **gate_feeds(gates)})
-                samples = cropped
-            except Exception:   # noqa: BLE001 - any failure: the graph needs its full shape
-                runner = None
-    if runner is None:
-        runner = GraphRunner(graph, custom_ops)
+    runner, gates, names, samples = _gated_runner(quantized, samples, custom_ops, crop_side)
     off = gate_feeds(gates)
     feeds = [dict(zip(names, sample)) for sample in samples]
     golden = _stacked([runner.run({**f, **off}) for f in feeds])
@@ -185,6 +170,47 @@ def output_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarr
         drops.append((layer, float(np.mean([1.0 - _cosine(g, o) for g, o in zip(golden, outputs)])), order))
     drops.sort(key=lambda item: (-item[1], item[2]))
     return [(layer, drop) for layer, drop, _ in drops]
+
+
+def context_gains(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], raised: Collection[str],
+                  custom_ops: CustomOpRegistry | None = None, crop_side: int | None = None) -> dict[str, float]:
+    """Layer → output cosine regained by raising it too, with every layer quantized except those
+    in ``raised``: what a layer is worth once the big errors are gone, which its drop alone (from
+    float) misjudges — small errors compound. Layers in ``raised`` are not scored."""
+    runner, gates, names, samples = _gated_runner(quantized, samples, custom_ops, crop_side)
+    feeds = [dict(zip(names, sample)) for sample in samples]
+    golden = _stacked([runner.run({**f, **gate_feeds(gates)}) for f in feeds])
+    points = layer_points(quantized, list(gates))
+    kept_float = {p for layer in raised for p in points.get(layer, [])}
+
+    def score(floats: Collection[str]) -> float:
+        on = gate_feeds(gates, set(gates) - set(floats))
+        outputs = _stacked([runner.run({**f, **on}) for f in feeds])
+        return float(np.mean([_cosine(g, o) for g, o in zip(golden, outputs)]))
+
+    base = score(kept_float)
+    return {layer: score(kept_float | set(layer_pts)) - base for layer, layer_pts in points.items()
+            if layer not in raised}
+
+
+def _gated_runner(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+                  custom_ops: CustomOpRegistry | None, crop_side: int | None):
+    """The gated graph's session, its gates, the input names and the samples it runs on (cropped
+    when ``crop_side`` allows, see :func:`output_sensitivity`)."""
+    from openrknn.sim.session import GraphRunner
+    graph, gates = gated_graph(quantized)
+    names = [spec.name for spec in quantized.inputs]
+    if crop_side:
+        cropped = [[_busiest_crop(x, crop_side) for x in sample] for sample in samples]
+        if any(c.shape != x.shape for sample, crops in zip(samples, cropped) for x, c in zip(sample, crops)):
+            try:
+                small = _resized(graph, names, cropped[0])
+                runner = GraphRunner(small, custom_ops)
+                runner.run({**dict(zip(names, cropped[0])), **gate_feeds(gates)})
+                return runner, gates, names, cropped
+            except Exception:   # noqa: BLE001 - any failure: the graph needs its full shape
+                pass
+    return GraphRunner(graph, custom_ops), gates, names, samples
 
 
 def _spatial_axes(x: np.ndarray) -> tuple[int, int] | None:

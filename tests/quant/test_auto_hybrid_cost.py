@@ -188,3 +188,14 @@ def test_a_move_is_worth_its_regained_cosine_per_microsecond():
     assert cheap16.gain_per_us > dear_fp16.gain_per_us                       # cheaper int16 wins
     assert Choice("a", "float16", 0.1, 10.0).gain_per_us > cheap16.gain_per_us   # a tie goes to float16 (exact)
     assert Choice("b", "float16", 0.01, 0.0).gain_per_us == pytest.approx(0.02)   # a free move costs 0.5 µs
+
+
+def test_context_gains_score_layers_with_the_others_quantized(workdir):
+    from openrknn.quant.sensitivity import context_gains
+    plain = _rknn(workdir)
+    assert plain.build(do_quantization=True, dataset="dataset.txt") == 0
+    sample = [[np.load(workdir / "x0.npy")]]
+    gains = context_gains(plain._model, sample, [])
+    assert max(gains, key=gains.get) == "conv2" and gains["conv2"] > 0.01
+    after = context_gains(plain._model, sample, ["conv2"])
+    assert "conv2" not in after and max(after.values()) < gains["conv2"]
