@@ -8,8 +8,9 @@ buy per unit of speed: each layer's quantization is scored by what it costs at t
 (:func:`openrknn.quant.sensitivity.output_sensitivity`: its quantization points switched on alone
 in one gated float session), each precision by the time the target chip's cost model adds
 (:mod:`openrknn.analysis.precision_cost`), and a layer's move is its precision with the best
-cosine regained per estimated µs (int16 keeps ``INT16_RESIDUAL`` of the int8 error). Moves follow
-by that ratio, then every other layer that stores a quantized tensor in graph order — so raising
+cosine regained per estimated µs (int16 keeps ``INT16_RESIDUAL`` of the int8 error). Moves whose
+drop alone exceeds the allowed loss come first; the others are re-scored by the cosine they regain
+with every other layer quantized (``context_gains``) and follow by that per µs, then every other layer that stores a quantized tensor in graph order — so raising
 the whole model is the last prefix, and any threshold it meets is met. The search looks for the
 shortest prefix which makes every model output meet the thresholds on the calibration samples
 (cosine ≥ ``auto_hybrid_cos_thresh`` on each sample — for outputs of fewer than 16 values, on the
