@@ -60,6 +60,7 @@ class ModelConfig:
     enable_flash_attention: bool = False
     auto_hybrid_cos_thresh: float = 0.98
     auto_hybrid_euc_thresh: float | None = None
+    auto_hybrid_min_fps: float | None = None   # auto_hybrid's speed floor: estimated FPS on target_platform
     memory_plan_strategy: str = "greedy_by_size"
     # Toolkit 1 (seed 001 §3.6.3)
     batch_size: int = 100
@@ -312,6 +313,10 @@ def _set_quantization(cfg: ModelConfig, kw: dict[str, Any]) -> None:
     cfg.auto_hybrid_cos_thresh = _float(kw, "auto_hybrid_cos_thresh", 0.98, -1.0, 1.0)
     euc = kw.get("auto_hybrid_euc_thresh")
     cfg.auto_hybrid_euc_thresh = None if euc is None else _float(kw, "auto_hybrid_euc_thresh", 0.0, 0.0, None)
+    fps = kw.get("auto_hybrid_min_fps")
+    cfg.auto_hybrid_min_fps = None if fps is None else _float(kw, "auto_hybrid_min_fps", 0.0, 0.0, None)
+    if cfg.auto_hybrid_min_fps is not None and cfg.auto_hybrid_min_fps <= 0:
+        raise ConfigError("config: auto_hybrid_min_fps must be a positive estimated FPS, e.g. 30 (or None: no floor)")
 
 
 def _int(kw: dict[str, Any], name: str, default: int, lo: int | None, hi: int | None) -> int:

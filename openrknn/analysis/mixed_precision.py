@@ -1,27 +1,33 @@
-"""Choosing which layers to keep in float16: the hybrid proposal and ``build(auto_hybrid=True)``.
+"""Choosing which layers to raise to float16 or int16: the hybrid proposal and ``build(auto_hybrid=True)``.
 
 Sensitivity: accuracy analysis in ``single`` mode gives, per layer, the cosine of its output when
 it alone is quantized (golden inputs). Layers are ranked by that cosine, lowest first.
 
-Automatic mixed precision ranks layers by what their quantization costs at the OUTPUT instead
-(:func:`openrknn.quant.sensitivity.output_sensitivity`: each layer's quantization points switched
-on alone in one gated float session), then every other layer that stores a quantized tensor
-follows in graph order — so the whole-model float16 build is the last prefix, and any threshold it
-meets is met. It looks for the shortest prefix of that ranking which, kept in float16,
-makes every model output meet the thresholds on the calibration samples (cosine ≥
-``auto_hybrid_cos_thresh`` on each sample — for outputs of fewer than 16 values, on the values of
-all samples stacked, since the cosine of a single score is always ±1 — and, when given,
-euclidean distance ≤ ``auto_hybrid_euc_thresh``):
-a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n layers), then a
-pruning pass that returns every chosen layer the thresholds do not need. Each trial re-quantizes
-with the same samples (deterministic result) and shares one calibration cache: the prepared graph
-and the statistics of tensors already seen are not recomputed.
+Automatic mixed precision ranks possible MOVES (a layer raised to float16 or int16) by what they
+buy per unit of speed: each layer's quantization is scored by what it costs at the OUTPUT
+(:func:`openrknn.quant.sensitivity.output_sensitivity`: its quantization points switched on alone
+in one gated float session), each precision by the time the target chip's cost model adds
+(:mod:`openrknn.analysis.precision_cost`), and a layer's move is its precision with the best
+cosine regained per estimated µs (int16 keeps ``INT16_RESIDUAL`` of the int8 error). Moves whose
+drop alone exceeds the allowed loss come first; the others are re-scored by the cosine they regain
+with every other layer quantized (``context_gains``) and follow by that per µs, then every other layer that stores a quantized tensor in graph order — so raising
+the whole model is the last prefix, and any threshold it meets is met. The search looks for the
+shortest prefix which makes every model output meet the thresholds on the calibration samples
+(cosine ≥ ``auto_hybrid_cos_thresh`` on each sample — for outputs of fewer than 16 values, on the
+values of all samples stacked, since the cosine of a single score is always ±1 — and, when given,
+euclidean distance ≤ ``auto_hybrid_euc_thresh``), within the speed floor ``auto_hybrid_min_fps``
+when set: a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n
+layers), then a pruning pass that drops the most expensive chosen moves the thresholds do not
+need. Each trial re-quantizes with the same samples (deterministic result) and shares one
+calibration cache: the prepared graph and the statistics of tensors already seen are not
+recomputed; the sensitivities and costs are measured once.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -31,14 +37,18 @@ from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant import QuantSettings, quantize_model
-from openrknn.quant.hybrid import float_record
+from openrknn.quant.hybrid import config_layers, float_record
 from openrknn.quant.calibrate import CalibrationCache
 from openrknn.quant.overrides import QuantOverrides
-from openrknn.quant.sensitivity import output_sensitivity
+from openrknn.quant.sensitivity import context_gains, output_sensitivity
+from openrknn.analysis.precision_cost import INT16_RESIDUAL, chip_precisions, fps, layer_times, total_time_us
+from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_MAX_PRUNE = 16        # chosen layers the pruning pass re-checks one by one
+_MAX_PRUNE = 6         # chosen moves the pruning pass re-checks one by one (the most expensive)
+_SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
+_MIN_COST_US = 0.5     # a move estimated free still costs a launch: no division by zero
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
 
 
@@ -47,11 +57,19 @@ class MixedPrecisionResult:
     """What automatic mixed precision decided."""
 
     model: RKNNModel
-    float_layers: list[str] = field(default_factory=list)   # the layers moved to ``precision``
-    precision: str = "float16"
+    float_layers: list[str] = field(default_factory=list)   # the layers moved to float16
+    precision: str = "float16"                               # the precisions used, '+'-joined
     output_cosine: list[float] = field(default_factory=list)
     met: bool = True
     trials: int = 0
+    int16_layers: list[str] = field(default_factory=list)   # the layers moved to int16
+    base_time_us: float = 0.0    # estimated time of the plain model on the target (0: no chip given)
+    time_us: float = 0.0         # estimated time of the chosen build
+    choices: list["Choice"] = field(default_factory=list)
+
+    def hybrid_layers(self) -> dict[str, str]:
+        """The chosen set as ``custom_quantize_layers`` entries (layer → dtype), float16 first."""
+        return {**{layer: "float16" for layer in self.float_layers}, **{layer: "int16" for layer in self.int16_layers}}
 
 
 def layer_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
@@ -106,66 +124,259 @@ def propose_layers(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]]
     return [layer for layer, cos in layer_sensitivity(quantized, samples, custom_ops)[:limit] if not cos >= threshold]
 
 
-def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
-                cos_thresh: float, euc_thresh: float | None = None,
-                custom_ops: CustomOpRegistry | None = None, precision: str = "float16",
-                cache: CalibrationCache | None = None) -> MixedPrecisionResult:
-    """Raise the fewest layers to ``precision`` ('float16', or 'int16' on chips whose NPU has no
-    float16) so that every output meets the thresholds (see module doc). ``cache``: the one the
-    plain build of ``quantized`` filled (same samples and settings), else a new one."""
-    def overrides(layers: Sequence[str]) -> QuantOverrides:
-        if precision == "int16":
-            return QuantOverrides(int16_layers=frozenset(layers))
-        return QuantOverrides(float_layers=frozenset(layers))
+@dataclass
+class Choice:
+    """One step of the search: raise ``layer`` to ``precision``."""
 
+    layer: str
+    precision: str
+    drop: float        # output cosine drop with this layer alone quantized in 8 bits
+    cost_us: float     # estimated time it adds on the target chip
+
+    @property
+    def gain_per_us(self) -> float:
+        kept = INT16_RESIDUAL if self.precision == "int16" else 0.0
+        return self.drop * (1.0 - kept) / max(self.cost_us, _MIN_COST_US)
+
+
+@dataclass
+class SearchPlan:
+    """What every trial shares: the float model, the output check, the ordered choices and the
+    estimated time of the plain model (the target chip's cost model)."""
+
+    float_model: RKNNModel
+    check: "_OutputCheck"
+    choices: list[Choice]
+    base_time_us: float
+    cache: CalibrationCache
+    plain_passes: bool = False
+    plain_cosine: float = 0.0    # the plain model's worst output cosine on the evaluation samples
+
+    def time_us(self, count: int) -> float:
+        """Estimated time with the first ``count`` choices applied (costs added)."""
+        return self.base_time_us + sum(c.cost_us for c in self.choices[:count])
+
+
+def overrides_of(choices: Sequence[Choice]) -> QuantOverrides:
+    """The hybrid overrides that apply ``choices``."""
+    return QuantOverrides(float_layers=frozenset(c.layer for c in choices if c.precision == "float16"),
+                          int16_layers=frozenset(c.layer for c in choices if c.precision == "int16"))
+
+
+def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
+                cos_thresh: float, euc_thresh: float | None = None, custom_ops: CustomOpRegistry | None = None,
+                precisions: Sequence[str] = ("float16",), chip: Chip | None = None,
+                cache: CalibrationCache | None = None, always: bool = False) -> SearchPlan:
+    """Order the possible moves, most output cosine regained per estimated µs first.
+
+    Each quantized layer gets its output sensitivity (one gated session, on the calibration sample
+    the plain model serves worst) and, per precision, its estimated cost on ``chip`` (one
+    quantize-and-estimate per precision, sharing ``cache``); its move is the precision with the
+    best gain per µs. Layers with no measured drop follow in graph order, so the last prefix is
+    the whole model raised. Without ``chip`` the order is by sensitivity alone. When the plain
+    model already meets the thresholds, nothing is ordered unless ``always``."""
+    cache = cache if cache is not None else CalibrationCache()
     float_model = float_record(quantized)
     check = _OutputCheck(float_model, samples[:_EVAL_SAMPLES], cos_thresh, euc_thresh, custom_ops)
-    if check.passes(quantized):
-        return MixedPrecisionResult(model=quantized, output_cosine=check.last, trials=check.trials)
+    base_time = total_time_us(quantized, chip) if chip is not None else 0.0
+    plain_passes = check.passes(quantized)
+    if plain_passes and not always:
+        return SearchPlan(float_model, check, [], base_time, cache, True, min(check.last, default=1.0))
     started = time.perf_counter()
-    # rank on the sample the plain model serves worst: the threshold is judged on the worst sample
-    hardest = check.samples[check.hardest]
-    ranking = output_ranking(quantized, [hardest], custom_ops)
-    log.info(f"auto_hybrid: {len(ranking)} layers ranked by output sensitivity in {time.perf_counter() - started:.1f} s")
-    cache = cache if cache is not None else CalibrationCache()
+    drops = dict(output_sensitivity(quantized, [check.samples[check.hardest]], custom_ops, _SENSITIVITY_SIDE))
+    producers = _layer_of_tensor(quantized)
+    layers = list(dict.fromkeys(list(drops) + [producers[t] for t in _stored_in_graph_order(quantized)
+                                                 if t in producers]))
+    log.info(f"auto_hybrid: {len(layers)} layers ranked by output sensitivity in {time.perf_counter() - started:.1f} s")
+    options: dict[str, list[Choice]] = {layer: [] for layer in layers}
+    for precision in precisions:
+        costs: dict[str, float] = {}
+        if chip is not None:
+            raised = quantize_model(float_model, samples, settings, overrides_of(
+                [Choice(layer, precision, 0.0, 0.0) for layer in layers]), custom_ops, cache)
+            before, after = layer_times(quantized, chip, layers), layer_times(raised, chip, layers)
+            costs = {layer: after.get(layer, 0.0) - before.get(layer, 0.0) for layer in layers}
+        for layer in layers:
+            options[layer].append(Choice(layer, precision, max(drops.get(layer, 0.0), 0.0), costs.get(layer, 0.0)))
+    order = {layer: i for i, layer in enumerate(layers)}
+    best = [max(moves, key=lambda c: (c.gain_per_us, -precisions.index(c.precision))) for moves in options.values()]
+    if chip is not None:
+        best.sort(key=lambda c: (-c.gain_per_us, order[c.layer]))
+        # a move whose drop alone exceeds the whole allowed loss is needed; the others are worth
+        # what they regain once those are raised (small errors compound: drops from float misjudge them)
+        needed = [c for c in best if c.drop > 1.0 - cos_thresh]
+        if needed and len(needed) < len(best):
+            gains = context_gains(quantized, [check.samples[check.hardest]], [c.layer for c in needed], custom_ops,
+                                  _SENSITIVITY_SIDE)
+            rest = [Choice(c.layer, c.precision, max(gains.get(c.layer, 0.0), 0.0), c.cost_us)
+                    for c in best if c not in needed]
+            best = needed + sorted(rest, key=lambda c: (-c.gain_per_us, order[c.layer]))
+    return SearchPlan(float_model, check, best, base_time, cache, plain_passes, min(check.last, default=1.0))
 
-    def trial(layers: Sequence[str]) -> RKNNModel | None:
-        model = quantize_model(float_model, samples, settings, overrides(layers), custom_ops, cache)
-        return model if check.passes(model) else None
 
-    count = _smallest_prefix(ranking, trial)
-    if count is None:
-        log.warning(f"auto_hybrid: even with all {len(ranking)} quantized layers in {precision} the outputs miss "
-                    f"the threshold (cosine {check.last}); keeping the plain quantized model")
-        return MixedPrecisionResult(model=quantized, precision=precision, output_cosine=check.last, met=False,
-                                    trials=check.trials)
-    chosen = list(ranking[:count])
-    for layer in list(reversed(chosen))[:_MAX_PRUNE]:
-        if len(chosen) > 1 and trial([c for c in chosen if c != layer]) is not None:
-            chosen.remove(layer)
-    model = quantize_model(float_model, samples, settings, overrides(chosen), custom_ops, cache)
-    check.passes(model)
-    return MixedPrecisionResult(model=model, float_layers=chosen, precision=precision, output_cosine=check.last,
-                                trials=check.trials)
+def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
+                cos_thresh: float, euc_thresh: float | None = None,
+                custom_ops: CustomOpRegistry | None = None, precision: str | Sequence[str] = "float16",
+                cache: CalibrationCache | None = None, chip: Chip | None = None,
+                min_fps: float | None = None, plan: SearchPlan | None = None) -> MixedPrecisionResult:
+    """Raise the cheapest set of layers to a higher precision so that every output meets the
+    thresholds (see module doc). ``precision``: one precision or several to choose from per layer
+    ('float16', 'int16'); ``chip``: the target, whose cost model orders the moves by cosine regained
+    per estimated µs; ``min_fps``: never go below this estimated FPS on ``chip`` (the search then
+    stops at the last move that keeps it, met or not). ``cache``: the one the plain build of
+    ``quantized`` filled (same samples and settings), else a new one. ``plan``: the
+    :func:`plan_search` of these arguments, when already made (the trade-off report shares it)."""
+    precisions = (precision,) if isinstance(precision, str) else tuple(precision)
+    if plan is None:
+        plan = plan_search(quantized, samples, settings, cos_thresh, euc_thresh, custom_ops, precisions, chip, cache)
+    check = plan.check
+    if plan.plain_passes:
+        return MixedPrecisionResult(model=quantized, precision="+".join(precisions), output_cosine=check.last,
+                                    trials=check.trials, base_time_us=plan.base_time_us, time_us=plan.base_time_us)
+    choices = plan.choices
+    if min_fps is not None and chip is not None:
+        affordable = 0
+        while affordable < len(choices) and fps(plan.time_us(affordable + 1)) >= min_fps:
+            affordable += 1
+        if affordable < len(choices):
+            log.info(f"auto_hybrid: {affordable} of {len(choices)} moves keep the estimated FPS on {chip.name} "
+                     f">= {min_fps:g}")
+        choices = choices[:affordable]
+    passing: dict[tuple[str, ...], RKNNModel] = {}
 
-
-def _smallest_prefix(ranking: list[str], trial) -> int | None:
-    """Smallest k with ``trial(ranking[:k])`` passing (doubling, then bisection); None if none does."""
-    if not ranking:
+    def trial(moves: Sequence[Choice]) -> RKNNModel | None:
+        model = quantize_model(plan.float_model, samples, settings, overrides_of(moves), custom_ops, plan.cache)
+        if check.passes(model):
+            passing[tuple(c.layer for c in moves)] = model
+            return model
         return None
-    high = 1
-    while trial(ranking[:high]) is None:
-        if high >= len(ranking):
-            return None
-        high = min(2 * high, len(ranking))
-    low = high // 2          # ranking[:low] failed (or low == 0)
+
+    plain_cosine = plan.plain_cosine
+    count = _smallest_prefix(choices, trial, predicted_count([c.drop for c in choices], plain_cosine, cos_thresh))
+    if count is None:
+        what = f"{len(choices)} affordable move(s)" if min_fps is not None else f"all {len(choices)} moves"
+        if min_fps is not None and choices:
+            model = quantize_model(plan.float_model, samples, settings, overrides_of(choices), custom_ops, plan.cache)
+            check.passes(model, full=True)
+            log.warning(f"auto_hybrid: even with {what} the outputs miss the threshold (cosine {check.last}); "
+                        f"keeping the most accurate build above {min_fps:g} FPS")
+            return _result(model, list(choices), check, plan, chip, met=False)
+        log.warning(f"auto_hybrid: even with {what} the outputs miss the threshold (cosine {check.last}); "
+                    f"keeping the plain quantized model")
+        return MixedPrecisionResult(model=quantized, precision="+".join(precisions), output_cosine=check.last,
+                                    met=False, trials=check.trials, base_time_us=plan.base_time_us,
+                                    time_us=plan.base_time_us)
+    chosen = list(choices[:count])
+    # the pruning pass re-checks the most expensive moves first: they are the ones worth saving; a
+    # move whose own drop exceeds the whole loss the threshold allows is needed, and not re-checked
+    needed = 1.0 - cos_thresh
+    candidates = [c for c in sorted(chosen, key=lambda c: -c.cost_us) if c.drop <= needed and c.cost_us > 0]
+    for move in candidates[:_MAX_PRUNE]:
+        if len(chosen) > 1 and trial([c for c in chosen if c is not move]) is not None:
+            chosen.remove(move)
+    model = passing.get(tuple(c.layer for c in chosen))
+    if model is None:
+        model = quantize_model(plan.float_model, samples, settings, overrides_of(chosen), custom_ops, plan.cache)
+    check.passes(model, full=True)
+    return _result(model, chosen, check, plan, chip, met=True)
+
+
+def auto_hybrid_build(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
+                      cfg: Any, chip: Chip, custom_ops: CustomOpRegistry | None = None,
+                      cache: CalibrationCache | None = None, always_plan: bool = False
+                      ) -> tuple[MixedPrecisionResult, SearchPlan]:
+    """``build(auto_hybrid=True)``: :func:`auto_hybrid` with the thresholds of ``cfg`` (a
+    ``ModelConfig``) and the precisions ``chip`` offers, logged, and recorded in the model's
+    ``metadata["auto_hybrid"]`` — ``custom_quantize_layers`` there is the plain hybrid config.
+    Returns the result and the search plan (ordered moves even when the plain model passes, with
+    ``always_plan``)."""
+    precisions = tuple(p for p in chip_precisions(chip)
+                       if p == "float16" or settings.spec.act_dtype in ("int8", "uint8")) or ("float16",)
+    min_fps = getattr(cfg, "auto_hybrid_min_fps", None)
+    plan = plan_search(quantized, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
+                       custom_ops, precisions, chip, cache, always_plan)
+    result = auto_hybrid(quantized, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
+                         custom_ops, precisions, cache, chip, min_fps, plan)
+    before, after = result.base_time_us, result.time_us
+    drop = 100.0 * (1.0 - fps(after) / fps(before)) if before and after else 0.0
+    moved = [f"{kind} {layers}" for kind, layers in (("float16", result.float_layers), ("int16", result.int16_layers))
+             if layers] or ["float16 []"]
+    log.info(f"auto_hybrid: {len(result.float_layers) + len(result.int16_layers)} layer(s) moved to "
+             f"{' and '.join(moved)}; output cosine {result.output_cosine} (threshold {cfg.auto_hybrid_cos_thresh}"
+             f"{'' if result.met else ', missed'}); estimated {fps(before):.1f} -> {fps(after):.1f} FPS on "
+             f"{chip.name} ({drop:.1f}% slower, {result.trials} trials)")
+    result.model.metadata["auto_hybrid"] = {   # float_layers: every moved layer (the name predates int16 moves)
+        "float_layers": result.float_layers + result.int16_layers, "float16_layers": result.float_layers,
+        "int16_layers": result.int16_layers, "precision": result.precision,
+        "met": result.met, "output_cosine": result.output_cosine, "platform": chip.name,
+        "plain_cosine": round(plan.plain_cosine, 6), "cos_thresh": cfg.auto_hybrid_cos_thresh,
+        "time_us": [round(before, 1), round(after, 1)],
+        "custom_quantize_layers": config_layers(result.model.golden or result.model.graph, result.hybrid_layers())}
+    return result, plan
+
+
+def _result(model: RKNNModel, chosen: list[Choice], check: "_OutputCheck", plan: SearchPlan, chip: Chip | None,
+            met: bool) -> MixedPrecisionResult:
+    kinds = sorted({c.precision for c in chosen}) or ["float16"]
+    return MixedPrecisionResult(
+        model=model, float_layers=[c.layer for c in chosen if c.precision == "float16"],
+        int16_layers=[c.layer for c in chosen if c.precision == "int16"], precision="+".join(kinds),
+        output_cosine=check.last, met=met, trials=check.trials, base_time_us=plan.base_time_us,
+        time_us=total_time_us(model, chip) if chip is not None else 0.0, choices=chosen)
+
+
+def _smallest_prefix(ranking: list, trial, guess: int = 1) -> int | None:
+    """Smallest k with ``trial(ranking[:k])`` passing; None if none does. An exponential search
+    from ``guess`` (steps 1, 2, 4, … down while passing, up while failing), then a bisection: a
+    good guess costs about two trials, a guess off by d about 2·log2(d)."""
+    count = len(ranking)
+    if not count:
+        return None
+    passes = lambda k: trial(ranking[:k]) is not None   # noqa: E731 - short local predicate
+    guess = min(max(guess, 1), count)
+    step = 1
+    if passes(guess):
+        high, low = guess, 0          # ranking[:low] fails (the plain model, low == 0, failed)
+        while high - step > 0:
+            if not passes(high - step):
+                low = high - step
+                break
+            high -= step
+            step *= 2
+    else:
+        low, high = guess, None
+        while high is None:
+            if low >= count:
+                return None
+            probe = min(low + step, count)
+            if passes(probe):
+                high = probe
+            else:
+                low = probe
+            step *= 2
     while high - low > 1:
         middle = (low + high) // 2
-        if trial(ranking[:middle]) is None:
-            low = middle
-        else:
+        if passes(middle):
             high = middle
+        else:
+            low = middle
     return high
+
+
+def predicted_count(drops: Sequence[float], plain_cosine: float, cos_thresh: float, margin: float = 0.8) -> int:
+    """How many of the moves (their 8-bit output drops, in order) should bring the output cosine
+    from ``plain_cosine`` to ``cos_thresh``, if drops add up: the loss left after the first k moves
+    is the plain loss times the share of the drops they leave. ``margin`` < 1 aims a little past."""
+    total = float(sum(drops))
+    plain_loss, allowed = 1.0 - plain_cosine, (1.0 - cos_thresh) * margin
+    if total <= 0 or plain_loss <= allowed:
+        return 1
+    left = total
+    for k, drop in enumerate(drops, start=1):
+        left -= drop
+        if plain_loss * left / total <= allowed:
+            return k
+    return len(drops)
 
 
 def worst_output_cosines(golden: Sequence[Sequence[np.ndarray]], results: Sequence[Sequence[np.ndarray]]) -> list[float]:
@@ -200,15 +411,15 @@ class _OutputCheck:
         self.hardest = 0   # index of the sample with the lowest output cosine in the last run
         self.trials = 0
 
-    def passes(self, model: RKNNModel) -> bool:
+    def passes(self, model: RKNNModel, full: bool = False) -> bool:
         """Whether every output meets the thresholds on every sample; ``last`` keeps the worst cosines.
 
         The sample that failed last runs first, and a sample below the cosine threshold ends the
         check (outputs judged per sample only: a one-value output needs every sample stacked). The
-        first check runs every sample, to find the hardest."""
+        first check runs every sample, to find the hardest; ``full=True`` runs every sample too."""
         self.trials += 1
         session = GraphRunner(lower(model), self.custom_ops)   # samples are in graph layout: run the lowered graph
-        per_sample = self.trials > 1 and all(np.asarray(g).size >= _SMALL_OUTPUT for g in self.golden[0])
+        per_sample = not full and self.trials > 1 and all(np.asarray(g).size >= _SMALL_OUTPUT for g in self.golden[0])
         order = [self.hardest] + [i for i in range(len(self.samples)) if i != self.hardest]
         ran: dict[int, list[np.ndarray]] = {}
         for index in order:

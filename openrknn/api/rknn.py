@@ -48,7 +48,7 @@ def api_call(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-_RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory", "evaluate"}
+_RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory", "evaluate", "auto_hybrid_report"}
 
 
 class RKNN(RuntimeInfo):
@@ -457,28 +457,64 @@ class RKNN(RuntimeInfo):
                                 "for Rockchip's closed runtime. Write the op as a Python class and use reg_custom_op()")
 
     def _auto_hybrid(self, model: RKNNModel, dataset: str | None, cache: Any = None) -> RKNNModel:
-        """build(auto_hybrid=True): raise the fewest layers to float16 (int16 where the NPU has no
-        float16) so that the outputs meet the thresholds."""
-        from openrknn import profile
-        from openrknn.analysis.mixed_precision import auto_hybrid
+        """build(auto_hybrid=True): raise the cheapest set of layers to float16 / int16 (per the
+        target chip) so that the outputs meet the thresholds, within ``auto_hybrid_min_fps``."""
+        from openrknn.analysis.mixed_precision import auto_hybrid_build
         from openrknn.compile import calibration_setup
         cfg = self._cfg()
         settings, samples = calibration_setup(model, cfg, dataset)
-        chip = chips.get_chip(cfg.platform)
-        # float16 layers run on the CPU of chips whose NPU has no float16: raise those to int16 instead
-        precision = "int16" if not chip.float_on_npu and settings.spec.act_dtype in ("int8", "uint8") else "float16"
-        result = auto_hybrid(model, samples, settings, cfg.auto_hybrid_cos_thresh, cfg.auto_hybrid_euc_thresh,
-                             self._custom_ops, precision, cache)
-        before = profile.estimate_perf(model, chip).total_time_us
-        after = profile.estimate_perf(result.model, chip).total_time_us
-        log.info(f"auto_hybrid: {len(result.float_layers)} layer(s) moved to {precision} {result.float_layers}; output "
-                 f"cosine {result.output_cosine} (threshold {cfg.auto_hybrid_cos_thresh}); estimated time "
-                 f"{before:.0f} us -> {after:.0f} us on {chip.name} ({result.trials} trials)")
-        result.model.metadata["auto_hybrid"] = {"float_layers": result.float_layers, "precision": result.precision,
-                                                "met": result.met,
-                                                "output_cosine": result.output_cosine,
-                                                "time_us": [round(before, 1), round(after, 1)]}
+        result, _ = auto_hybrid_build(model, samples, settings, cfg, chips.get_chip(cfg.platform), self._custom_ops,
+                                      cache)
         return result.model
+
+    @api_call
+    def auto_hybrid_report(self, dataset: str | None = None, target_platforms: Sequence[str] | None = None,
+                           max_points: int = 10, is_print: bool = True, report_path: str | None = None,
+                           step1_dir: str | None = None) -> list[dict[str, Any]] | None:
+        """Build with ``auto_hybrid`` and measure the accuracy / speed trade-off (openrknn).
+
+        Quantizes with ``dataset``, runs the auto_hybrid search for ``target_platform`` (the built
+        model is its choice, as after ``build(auto_hybrid=True)``), then measures builds along the
+        search order: 0, 1, 2, 4, … moves and the choice. Returns one dict per build —
+        ``{'moves', 'float16', 'int16', 'cosine', 'meets', 'fps': {platform: FPS}, 'chosen', 'last_move'}``
+        — prints the table, and with ``report_path`` writes an HTML page with the plot.
+        ``target_platforms``: chips to estimate FPS on (default: rk3566 and rk3588, and the target).
+        ``max_points=0``: only the choice, no curve. ``step1_dir``: also write the hybrid step-1 files
+        there ({name}.model/.data/.quantization.cfg) with the chosen layers in ``custom_quantize_layers``,
+        so ``hybrid_quantization_step2`` rebuilds the same model."""
+        from openrknn.analysis.mixed_precision import auto_hybrid_build
+        from openrknn.analysis.tradeoff import format_tradeoff, tradeoff_points
+        from openrknn.compile import build_model, calibration_setup
+        from openrknn.quant.calibrate import CalibrationCache
+        if self._source is None:
+            raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before auto_hybrid_report()")
+        if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points == 1 or max_points < 0:
+            raise ConfigError(f"auto_hybrid_report: max_points must be 0 (the choice only) or an integer >= 2, "
+                              f"got {max_points!r}")
+        if step1_dir is not None and not os.path.isdir(step1_dir):
+            raise ConfigError(f"auto_hybrid_report: step1_dir '{step1_dir}' is not a folder; create it first")
+        cfg = self._cfg()
+        names = list(dict.fromkeys(list(target_platforms or ("rk3566", "rk3588")) + [cfg.platform]))
+        report_chips = [chips.get_chip(name) for name in names]
+        cache = CalibrationCache()
+        model = build_model(self._source, cfg, True, dataset, None, self._custom_ops, cache=cache)
+        settings, samples = calibration_setup(model, cfg, dataset)
+        result, plan = auto_hybrid_build(model, samples, settings, cfg, chips.get_chip(cfg.platform),
+                                         self._custom_ops, cache, always_plan=True)
+        points = tradeoff_points(plan, samples, settings, report_chips, result, self._custom_ops, max_points)
+        result.model.metadata["auto_hybrid"]["tradeoff"] = [p.to_dict() for p in points]   # the workbench plots it
+        self._model, self._export_path, self._runtime = result.model, None, None
+        if step1_dir is not None:
+            from openrknn.quant.hybrid import write_step1
+            write_step1(result.model, samples, settings, self._model_name, step1_dir, result.float_layers,
+                        "chosen by auto_hybrid", result.int16_layers)
+        if is_print:
+            print(format_tradeoff(points, cfg.auto_hybrid_cos_thresh))
+        if report_path:
+            from openrknn.report import tradeoff_html, write_html
+            log.info(f"auto_hybrid_report: report saved to "
+                     f"{write_html(report_path, tradeoff_html(points, cfg.auto_hybrid_cos_thresh))}")
+        return [p.to_dict() for p in points]
 
     @api_call
     def hybrid_quantization_step1(self, dataset: str | None = None, rknn_batch_size: int | None = None,

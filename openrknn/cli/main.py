@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_parser(sub)
     from openrknn.cli.check import add_check_parser
     add_check_parser(sub)
+    from openrknn.cli.hybrid import add_hybrid_parser
+    add_hybrid_parser(sub)
     p = sub.add_parser("platforms", help="list supported platforms")
     p.set_defaults(func=cmd_platforms)
     from openrknn.cli import serve

@@ -84,8 +84,10 @@ def producer_of(graph: onnx.ModelProto) -> dict[str, str]:
 
 
 def write_step1(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
-                name: str, folder: str = ".", float_layers: Sequence[str] = (), note: str = "") -> HybridFiles:
-    """Write the three step-1 files for ``quantized`` (a model just built with these settings)."""
+                name: str, folder: str = ".", float_layers: Sequence[str] = (), note: str = "",
+                int16_layers: Sequence[str] = ()) -> HybridFiles:
+    """Write the three step-1 files for ``quantized`` (a model just built with these settings);
+    ``float_layers`` / ``int16_layers`` (layer names) go into ``custom_quantize_layers``."""
     files = HybridFiles(model=os.path.join(folder, f"{name}.model"), data=os.path.join(folder, f"{name}.data"),
                         config=os.path.join(folder, f"{name}.quantization.cfg"))
     plain = float_record(quantized)
@@ -102,17 +104,25 @@ def write_step1(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **{f"s{i}_{j}": a for i, sample in enumerate(samples) for j, a in enumerate(sample)})
     write_atomic(files.data, buffer.getvalue())
-    tensor_of = {n.name: n.output[0] for n in plain.graph.graph.node if n.output}
-    for group in npu_layers.layer_groups(plain.graph.graph):   # a layer is named by the tensor it stores
-        if group.outputs:
-            tensor_of[group.name] = group.outputs[-1]
-    order = {o: i for i, n in enumerate(plain.graph.graph.node) for o in n.output}
-    named = sorted((tensor_of.get(layer, layer) for layer in float_layers), key=lambda t: order.get(t, len(order)))
-    layers = {tensor: "float16" for tensor in named}   # in graph order
+    layers = config_layers(plain.graph, {**{layer: "int16" for layer in int16_layers},
+                                         **{layer: "float16" for layer in float_layers}})
     write_config(files.config, HybridConfig(layers=layers, parameters=dict(quantized.quant_params)), name,
                  quantized.quantized_dtype or settings.dtype, note)
     log.info(f"hybrid_quantization_step1: wrote {files.model}, {files.data} and {files.config}")
     return files
+
+
+def config_layers(graph: onnx.ModelProto, layers: dict[str, str]) -> dict[str, str]:
+    """``custom_quantize_layers`` entries for layer name → dtype: each layer named by the tensor it
+    stores (what Netron shows and step 2 reads back), in graph order."""
+    tensor_of = {n.name: n.output[0] for n in graph.graph.node if n.output}
+    for group in npu_layers.layer_groups(graph.graph):
+        if group.outputs:
+            tensor_of[group.name] = group.outputs[-1]
+    order = {o: i for i, n in enumerate(graph.graph.node) for o in n.output}
+    named = sorted(((tensor_of.get(layer, layer), dtype) for layer, dtype in layers.items()),
+                   key=lambda item: order.get(item[0], len(order)))
+    return dict(named)
 
 
 def read_step2(model_path: str, data_path: str, config_path: str) -> Step2Inputs:

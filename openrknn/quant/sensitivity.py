@@ -150,13 +150,16 @@ def layer_points(quantized: RKNNModel, points: Sequence[str]) -> dict[str, list[
 
 
 def output_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
-                       custom_ops: CustomOpRegistry | None = None) -> list[tuple[str, float]]:
+                       custom_ops: CustomOpRegistry | None = None,
+                       crop_side: int | None = None) -> list[tuple[str, float]]:
     """(layer name, output cosine drop with only that layer's points quantized), largest drop first;
-    ties keep graph order. Samples are in graph layout (as the calibration samples are)."""
-    from openrknn.sim.session import GraphRunner
-    graph, gates = gated_graph(quantized)
-    runner = GraphRunner(graph, custom_ops)
-    names = [spec.name for spec in quantized.inputs]
+    ties keep graph order. Samples are in graph layout (as the calibration samples are).
+
+    ``crop_side``: score on a crop of each image input no wider than this (a multiple of 32, the
+    busiest window of the picture) — a run per layer costs a quarter at half the side, and a
+    quantization step does the same damage per pixel. A graph that cannot run on the crop (fixed
+    reshapes, a fully connected head) is scored on the full samples."""
+    runner, gates, names, samples = _gated_runner(quantized, samples, custom_ops, crop_side)
     off = gate_feeds(gates)
     feeds = [dict(zip(names, sample)) for sample in samples]
     golden = _stacked([runner.run({**f, **off}) for f in feeds])
@@ -169,12 +172,107 @@ def output_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarr
     return [(layer, drop) for layer, drop, _ in drops]
 
 
+def context_gains(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], raised: Collection[str],
+                  custom_ops: CustomOpRegistry | None = None, crop_side: int | None = None) -> dict[str, float]:
+    """Layer → output cosine regained by raising it too, with every layer quantized except those
+    in ``raised``: what a layer is worth once the big errors are gone, which its drop alone (from
+    float) misjudges — small errors compound. Layers in ``raised`` are not scored."""
+    runner, gates, names, samples = _gated_runner(quantized, samples, custom_ops, crop_side)
+    feeds = [dict(zip(names, sample)) for sample in samples]
+    golden = _stacked([runner.run({**f, **gate_feeds(gates)}) for f in feeds])
+    points = layer_points(quantized, list(gates))
+    kept_float = {p for layer in raised for p in points.get(layer, [])}
+
+    def score(floats: Collection[str]) -> float:
+        on = gate_feeds(gates, set(gates) - set(floats))
+        outputs = _stacked([runner.run({**f, **on}) for f in feeds])
+        return float(np.mean([_cosine(g, o) for g, o in zip(golden, outputs)]))
+
+    base = score(kept_float)
+    return {layer: score(kept_float | set(layer_pts)) - base for layer, layer_pts in points.items()
+            if layer not in raised}
+
+
+def _gated_runner(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+                  custom_ops: CustomOpRegistry | None, crop_side: int | None):
+    """The gated graph's session, its gates, the input names and the samples it runs on (cropped
+    when ``crop_side`` allows, see :func:`output_sensitivity`)."""
+    from openrknn.sim.session import GraphRunner
+    graph, gates = gated_graph(quantized)
+    names = [spec.name for spec in quantized.inputs]
+    if crop_side:
+        cropped = [[_busiest_crop(x, crop_side) for x in sample] for sample in samples]
+        if any(c.shape != x.shape for sample, crops in zip(samples, cropped) for x, c in zip(sample, crops)):
+            try:
+                small = _resized(graph, names, cropped[0])
+                runner = GraphRunner(small, custom_ops)
+                runner.run({**dict(zip(names, cropped[0])), **gate_feeds(gates)})
+                return runner, gates, names, cropped
+            except Exception:   # noqa: BLE001 - any failure: the graph needs its full shape
+                pass
+    return GraphRunner(graph, custom_ops), gates, names, samples
+
+
+def _spatial_axes(x: np.ndarray) -> tuple[int, int] | None:
+    """(height, width) axes of an image batch in NCHW or NHWC (channels: at most 4), else None."""
+    if x.ndim != 4:
+        return None
+    if x.shape[1] <= 4 < min(x.shape[2], x.shape[3]):
+        return 2, 3
+    if x.shape[3] <= 4 < min(x.shape[1], x.shape[2]):
+        return 1, 2
+    return None
+
+
+def _busiest_crop(x: np.ndarray, side: int) -> np.ndarray:
+    """The window of at most ``side``² (multiples of 32) with the largest spread of values among
+    the corners and the centre; ``x`` itself when it is not an image or already small."""
+    axes = _spatial_axes(x)
+    if axes is None:
+        return x
+    h_axis, w_axis = axes
+    height, width = x.shape[h_axis], x.shape[w_axis]
+    window_side = side // 32 * 32 if side >= 32 else side
+    ch, cw = (size if size <= side else window_side for size in (height, width))
+    if (ch, cw) == (height, width):
+        return x
+    corners = {(0, 0), (0, width - cw), (height - ch, 0), (height - ch, width - cw),
+               ((height - ch) // 2, (width - cw) // 2)}
+
+    def window(top: int, left: int) -> np.ndarray:
+        index = [slice(None)] * 4
+        index[h_axis], index[w_axis] = slice(top, top + ch), slice(left, left + cw)
+        return x[tuple(index)]
+
+    top, left = max(sorted(corners), key=lambda c: float(np.std(window(*c))))
+    return np.ascontiguousarray(window(top, left))
+
+
+def _resized(graph: onnx.ModelProto, names: Sequence[str], sample: Sequence[np.ndarray]) -> onnx.ModelProto:
+    """``graph`` with its inputs declared at the shapes of ``sample`` and free output shapes."""
+    small = onnx.ModelProto()
+    small.CopyFrom(graph)
+    shapes = dict(zip(names, (x.shape for x in sample)))
+    for value in small.graph.input:
+        if value.name in shapes:
+            dims = value.type.tensor_type.shape.dim
+            for dim, size in zip(dims, shapes[value.name]):
+                dim.ClearField("dim_param")
+                dim.dim_value = int(size)
+    for value in small.graph.output:
+        value.type.tensor_type.ClearField("shape")
+    del small.graph.value_info[:]
+    return small
+
+
 def _stacked(results: list[list[np.ndarray]]) -> list[np.ndarray]:
     """Each output's values over all samples as one vector (a one-value output has no per-sample cosine)."""
     return [np.concatenate([np.ravel(r[k]) for r in results]) for k in range(len(results[0]))]
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    # elementwise sums, not BLAS dot/norm: on a loaded machine the BLAS threads of a 100k-value
+    # dot cost as much as the network run they score
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
-    norm = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / norm) if norm > 0 else float(np.array_equal(a, b))
+    norm = np.sqrt(np.sum(a * a) * np.sum(b * b))
+    return float(np.sum(a * b) / norm) if norm > 0 else float(np.array_equal(a, b))

@@ -224,6 +224,8 @@ def hybrid_page(bench: Workbench) -> str:
     body = form("/hybrid", f'<p class="hint" id="float-layers">{esc(hint)}</p>{_error(errors, "layers")}'
                 f"<table><tr><th>float16</th><th>layer</th><th>op</th><th>single cos</th></tr>{rows}</table>",
                 "Rebuild", errors)
+    from openrknn.ui.hybrid import auto_hybrid_section
+    body += auto_hybrid_section((bench.model.metadata or {}).get("auto_hybrid") if bench.model is not None else None)
     return frame(bench, "/hybrid", "Hybrid", body)
 
 
