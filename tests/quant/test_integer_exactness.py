@@ -16,7 +16,7 @@ from openrknn.quant.numerics import QuantParams
 from openrknn.sim.quantized import lower_quantized
 from openrknn.sim.session import make_session
 from rknn.api import RKNN
-from tests.conftest import quantized_build
+from tests.helpers import quantized_build
 from tests.quant import integer_reference as ref
 
 SIZE = 6
