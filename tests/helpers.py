@@ -82,7 +82,7 @@ def quantized_build(model_path: Path, samples: list[np.ndarray], **config):
 def reference_session(model):
     """onnxruntime on a test model (a path, serialized bytes or a ModelProto) — through the simulator's
     session maker, so a model stamped by a newer onnx than the installed onnxruntime still runs."""
-    from openrknn.sim.session import make_session
+    from openrknn.graph.runner import make_session
     if isinstance(model, (bytes, bytearray)):
         model = onnx.load_from_string(bytes(model))
     elif not isinstance(model, onnx.ModelProto):

@@ -15,7 +15,7 @@ import onnx
 
 from openrknn import log
 from openrknn.cli.demo_model import DEMO_INPUT, build_demo_model, demo_image
-from openrknn.sim.session import make_session
+from openrknn.graph.runner import make_session
 
 MEAN = [123.675, 116.28, 103.53]
 STD = [58.395, 57.12, 57.375]

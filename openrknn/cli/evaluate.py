@@ -12,7 +12,7 @@ import os
 
 from openrknn import log
 from openrknn.cli.common import add_input_size_list_argument, parse_input_size_list
-from openrknn.config import QUANT_ALGORITHMS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
+from openrknn.quant.settings import QUANT_ALGORITHMS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
 from openrknn.errors import ConfigError
 
 

@@ -11,6 +11,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from openrknn.quant.calibrate import channel_ranges
+
 
 def constants_to_initializers(model: onnx.ModelProto) -> None:
     """Turn ``Constant`` nodes with a tensor value into initializers of the same name (in place)."""
@@ -312,7 +314,6 @@ def equalize_depthwise(model: onnx.ModelProto, samples, method: str = "channel",
     pairs = depthwise_pairs(model)
     if not pairs:
         return 0
-    from openrknn.quant.calibrate import channel_ranges
     ranges = channel_ranges(model, [t for _, _, t in pairs], samples, custom_ops)
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}

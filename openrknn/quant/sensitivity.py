@@ -153,7 +153,7 @@ def output_sensitivity(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarr
                        custom_ops: CustomOpRegistry | None = None) -> list[tuple[str, float]]:
     """(layer name, output cosine drop with only that layer's points quantized), largest drop first;
     ties keep graph order. Samples are in graph layout (as the calibration samples are)."""
-    from openrknn.sim.session import GraphRunner
+    from openrknn.graph.runner import GraphRunner
     graph, gates = gated_graph(quantized)
     runner = GraphRunner(graph, custom_ops)
     names = [spec.name for spec in quantized.inputs]

@@ -79,7 +79,7 @@ def _sim_integers(rknn, x, tensors):
     """The simulator's integer values of ``tensors`` (int8 held as uint8 + 128), NHWC."""
     from onnx import helper
     from openrknn.sim.quantized import lower_quantized
-    from openrknn.sim.session import make_session
+    from openrknn.graph.runner import make_session
     lowered = lower_quantized(rknn._model)
     for name in tensors:
         lowered.graph.output.append(helper.make_empty_tensor_value_info(f"{name}__q"))
