@@ -27,7 +27,7 @@ from openrknn import log  # noqa: E402
 from openrknn.capi.build import build  # noqa: E402
 from rknn.api import RKNN  # noqa: E402
 from rknnlite.api import RKNNLite  # noqa: E402
-from tests.conftest import make_conv_model  # noqa: E402
+from tests.helpers import make_conv_model  # noqa: E402
 
 
 def small_models(folder: Path) -> list[tuple[str, Path, tuple[int, ...]]]:

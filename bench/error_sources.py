@@ -55,7 +55,7 @@ def _tflite_build(path: str, dataset: str):
 def report(name: str, path: str, images: list[Path]) -> None:
     from openrknn.analysis.accuracy import analyse
     from openrknn.quant.sensitivity import gate_feeds, gated_graph, layer_points, output_sensitivity
-    from openrknn.sim.session import GraphRunner
+    from openrknn.graph.runner import GraphRunner
     case = MODELS.get(name, dict(size=(0, 0)))   # TFLite models: photos, resized by the dataset loader
     with tempfile.TemporaryDirectory() as tmp:
         half = len(images) // 2

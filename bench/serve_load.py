@@ -31,7 +31,7 @@ from rknn.api import RKNN  # noqa: E402
 
 from openrknn.runtime import protocol  # noqa: E402
 from openrknn.runtime.remote import BoardClient, Device  # noqa: E402
-from tests.conftest import make_conv_model, quantized_build  # noqa: E402
+from tests.helpers import make_conv_model, quantized_build  # noqa: E402
 from tests.runtime.server_process import start_server  # noqa: E402
 
 TARGET = "rk3588"

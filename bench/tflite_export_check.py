@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.conftest import cosine, shared_data_root  # noqa: E402
+from tests.helpers import cosine, shared_data_root  # noqa: E402
 
 MODELS = {"ch_ppocr_mobile_v2.0_cls_infer": ("onnx", (48, 192)), "ch_PP-OCRv3_det_infer": ("onnx", None),
           "ch_PP-OCRv4_rec_infer": ("onnx", (48, 160)),

@@ -95,7 +95,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
 
 def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[list[int]]]) -> None:
     """Check every shape set runs; specs and metadata describe the MaxShape set."""
-    from openrknn.sim.session import make_session
+    from openrknn.graph.runner import make_session
     dynamic_shapes.check_runs(model.graph, input_names, sets, make_session)
     best = dynamic_shapes.max_shape_index(sets)
     for spec, shape in zip(model.inputs, sets[best]):

@@ -15,20 +15,11 @@ from typing import Any
 from openrknn import chips
 from openrknn.errors import ConfigError
 from openrknn.graph.yuv import SUPPORTED as YUV_FORMATS
+# the quantization options are named and validated once, by the quantization stage (re-exported here)
+from openrknn.quant.settings import (QUANT_ALGORITHMS, QUANT_DTYPE_ALIASES, QUANT_METHOD_GROUPS,  # noqa: F401
+                                     QUANT_METHODS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES, check_algorithm,
+                                     check_dtype, check_method)
 
-TOOLKIT2_QUANT_DTYPES = ("w8a8", "w8a16", "w16a16i", "w16a16i_dfp", "w4a16", "w4a8")
-TOOLKIT1_QUANT_DTYPES = ("asymmetric_quantized-u8", "asymmetric_quantized-8",
-                         "dynamic_fixed_point-i8", "dynamic_fixed_point-i16")
-# Accepted spellings -> canonical name (seed 001 writes dynamic_fixed_point-8/-16; rknn_convert maps -u8).
-QUANT_DTYPE_ALIASES = {
-    "asymmetric_quantized-8": "w8a8",
-    "asymmetric_quantized-u8": "asymmetric_quantized-u8",
-    "dynamic_fixed_point-8": "dynamic_fixed_point-i8",
-    "dynamic_fixed_point-16": "dynamic_fixed_point-i16",
-}
-QUANT_ALGORITHMS = ("normal", "kl_divergence", "mmse", "adaround")
-QUANT_METHOD_GROUPS = tuple(f"group{n}" for n in (32, 64, 128, 256))
-QUANT_METHODS = ("layer", "channel") + QUANT_METHOD_GROUPS
 
 
 @dataclass
@@ -269,42 +260,31 @@ def _parse_reorder(value: Any) -> list[list[int]]:
     return out
 
 
-def _choice(kw: dict[str, Any], name: str, default: Any, allowed: tuple[Any, ...]) -> Any:
+def _given(kw: dict[str, Any], name: str, default: Any) -> Any:
+    """The option's value (``default`` when absent or None), stripped when a string."""
     value = kw.get(name, default)
     if value is None:
         value = default
-    if isinstance(value, str):
-        value = value.strip()
+    return value.strip() if isinstance(value, str) else value
+
+
+def _choice(kw: dict[str, Any], name: str, default: Any, allowed: tuple[Any, ...]) -> Any:
+    value = _given(kw, name, default)
     if value not in allowed:
         raise ConfigError(f"config: {name}={value!r} is not valid; choose one of {list(allowed)}")
     return value
 
 
 def _set_quantization(cfg: ModelConfig, kw: dict[str, Any]) -> None:
-    default_dtype = "asymmetric_quantized-u8" if cfg.toolkit == 1 else "w8a8"
-    dtype = kw.get("quantized_dtype") or default_dtype
-    dtype = QUANT_DTYPE_ALIASES.get(dtype, dtype)
-    if cfg.toolkit == 2 and dtype == "asymmetric_quantized-u8":
-        dtype = "w8a8"   # rknn_convert maps -u8 to the Toolkit 2 int8 type
-    if cfg.toolkit == 1 and dtype == "w8a8":
-        dtype = "asymmetric_quantized-u8"
-    if dtype not in TOOLKIT2_QUANT_DTYPES + TOOLKIT1_QUANT_DTYPES:
-        raise ConfigError(f"config: quantized_dtype={dtype!r} is not valid; choose one of "
-                          f"{list(TOOLKIT2_QUANT_DTYPES if cfg.toolkit == 2 else TOOLKIT1_QUANT_DTYPES)}")
     chip = chips.get_chip(cfg.platform)
-    if dtype not in chip.quantized_dtypes:
-        raise ConfigError(f"config: quantized_dtype '{dtype}' is not supported on {cfg.platform}; "
-                          f"{cfg.platform} accepts {list(chip.quantized_dtypes)}")
-    cfg.quantized_dtype = dtype
-    cfg.quantized_algorithm = _choice(kw, "quantized_algorithm", "normal", QUANT_ALGORITHMS)
-    if cfg.quantized_algorithm == "adaround":   # opt-in rounding optimisation: the one torch-backed algorithm
-        from openrknn.quant.adaround import INSTALL_HINT, torch_available
-        if not torch_available():
-            raise ConfigError(f"config: {INSTALL_HINT}")
-    default_method = "layer" if cfg.toolkit == 1 else "channel"
-    cfg.quantized_method = _choice(kw, "quantized_method", default_method, QUANT_METHODS)
-    if cfg.quantized_method in QUANT_METHOD_GROUPS and dtype != "w4a16":
-        raise ConfigError(f"config: quantized_method '{cfg.quantized_method}' is only for quantized_dtype 'w4a16'")
+    dtype = kw.get("quantized_dtype") or ("asymmetric_quantized-u8" if cfg.toolkit == 1 else "w8a8")
+    try:
+        cfg.quantized_dtype = check_dtype(dtype.strip() if isinstance(dtype, str) else dtype, chip)
+        cfg.quantized_algorithm = check_algorithm(_given(kw, "quantized_algorithm", "normal"))
+        cfg.quantized_method = check_method(_given(kw, "quantized_method", "layer" if cfg.toolkit == 1 else "channel"),
+                                            cfg.quantized_dtype)
+    except ConfigError as e:
+        raise ConfigError(f"config: {e}") from None
     cfg.quantized_hybrid_level = _int(kw, "quantized_hybrid_level", 0, 0, 3)
     cfg.batch_size = _int(kw, "batch_size", 100, 1, None)
     cfg.epochs = _int(kw, "epochs", -1, -1, None)

@@ -24,7 +24,8 @@ from openrknn import log
 from openrknn.errors import RuntimeStateError
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
-from openrknn.sim.session import GraphRunner, lower
+from openrknn.graph.runner import GraphRunner
+from openrknn.sim.session import lower
 
 
 @dataclass

@@ -1,13 +1,43 @@
-"""What RKNN and RKNNLite share: core-mask constants and the information calls."""
+"""What RKNN and RKNNLite share: the error → ``E`` line + ``-1`` wrapper, core-mask constants and the
+information calls. Importing it does not import the ``RKNN`` facade (``runtime/`` uses it)."""
 from __future__ import annotations
 
-from typing import Any
+import functools
+import traceback
+from typing import Any, Callable
 
-from openrknn import __version__
+from openrknn import __version__, log
 from openrknn.api import devices
 from openrknn.chips import NPUCoreMask
+from openrknn.errors import RKNNError, missing_extra_from
 
-__all__ = ["NPUCoreMask", "RuntimeInfo", "sdk_version_text"]
+__all__ = ["NPUCoreMask", "RuntimeInfo", "api_call", "sdk_version_text"]
+
+
+def api_call(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn openrknn errors into the documented ``E`` log line and a ``-1`` return."""
+    name = func.__name__
+
+    @functools.wraps(func)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = func(self, *args, **kwargs)
+        except RKNNError as e:
+            text = str(e)
+            log.error(text if text.startswith(f"{name}:") else f"{name}: {text}")
+            return self._failure(name)
+        except ImportError as e:   # an optional module missing deep in a stage: name its extra
+            missing = missing_extra_from(e, f"{name}: this step")
+            log.error(str(missing) if missing else f"{name}: internal error: {type(e).__name__}: {e}")
+            log.debug(traceback.format_exc())
+            return self._failure(name)
+        except Exception as e:  # an unexpected failure is still reported the documented way
+            log.error(f"{name}: internal error: {type(e).__name__}: {e}")
+            log.debug(traceback.format_exc())
+            return self._failure(name)
+        return result
+
+    return wrapper
 
 
 def sdk_version_text() -> str:

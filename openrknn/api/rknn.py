@@ -7,45 +7,18 @@ from __future__ import annotations
 
 import functools
 import os
-import traceback
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from openrknn import chips, log
 from openrknn.api import devices
-from openrknn.api.common import RuntimeInfo, sdk_version_text
+from openrknn.api.common import RuntimeInfo, api_call, sdk_version_text
 from openrknn.config import NO_EFFECT_REASONS, ModelConfig, parse_config
-from openrknn.errors import ConfigError, NotSupportedError, RKNNError, RuntimeStateError, missing_extra_from
+from openrknn.errors import ConfigError, NotSupportedError, RuntimeStateError
 from openrknn.frontends import SourceModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
-
-
-def api_call(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn openrknn errors into the documented ``E`` log line and a ``-1`` return."""
-    name = func.__name__
-
-    @functools.wraps(func)
-    def wrapper(self: "RKNN", *args: Any, **kwargs: Any) -> Any:
-        try:
-            result = func(self, *args, **kwargs)
-        except RKNNError as e:
-            text = str(e)
-            log.error(text if text.startswith(f"{name}:") else f"{name}: {text}")
-            return self._failure(name)
-        except ImportError as e:   # an optional module missing deep in a stage: name its extra
-            missing = missing_extra_from(e, f"{name}: this step")
-            log.error(str(missing) if missing else f"{name}: internal error: {type(e).__name__}: {e}")
-            log.debug(traceback.format_exc())
-            return self._failure(name)
-        except Exception as e:  # an unexpected failure is still reported the documented way
-            log.error(f"{name}: internal error: {type(e).__name__}: {e}")
-            log.debug(traceback.format_exc())
-            return self._failure(name)
-        return result
-
-    return wrapper
 
 
 _RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory", "evaluate", "auto_hybrid_report"}

@@ -12,48 +12,17 @@ one ``E <function>: <why>`` line on stderr when it refuses; the memory functions
 from __future__ import annotations
 
 import ctypes
-import functools
-import itertools
 import sys
-import threading
-import traceback
 from typing import Any, Callable
 
 import numpy as np
 
+from openrknn.capi import matmul
 from openrknn.capi import structs as s
+from openrknn.capi.handles import _contexts, _lock, _memories, context, entry, new_handle
 from openrknn.capi.tensors import ApiError
 
 FLAG_FENCE_IN_OUTSIDE, FLAG_FENCE_OUT_OUTSIDE = 0x40, 0x80
-_contexts: dict[int, Any] = {}
-_memories: dict[int, int] = {}          # rknn_tensor_mem address -> context that created it
-_ids = itertools.count(0x5100)          # never 0: a zeroed rknn_context is invalid
-_lock = threading.RLock()
-
-
-def _error(function: str, message: str) -> None:
-    print(f"E {function}: {message}", file=sys.stderr, flush=True)
-
-
-def entry(function: str, failure: int = s.ERR_FAIL) -> Callable:
-    """Turn ApiError into its code and any other exception into RKNN_ERR_FAIL, each with one E line."""
-    def wrap(body: Callable) -> Callable:
-        @functools.wraps(body)
-        def call(*args: Any) -> int:
-            try:
-                result = body(*args)
-                return s.SUCC if result is None else int(result)
-            except ApiError as e:
-                _error(function, str(e))
-                return failure if failure == 0 else e.code
-            except Exception as e:  # noqa: BLE001 - a C caller gets a code, never a Python exception
-                _error(function, f"internal error: {type(e).__name__}: {e}")
-                traceback.print_exc(file=sys.stderr)
-                return failure
-        return call
-    return wrap
-
-
 def embedded_setup() -> int:
     """Called once when the library started its own interpreter: Python output goes to stderr so the
     C program's stdout stays its own; openrknn's I/W/E lines keep their form."""
@@ -61,24 +30,6 @@ def embedded_setup() -> int:
     sys.stdout = sys.stderr
     log.configure(False)
     return 0
-
-
-def context(handle: int, kind: type | None = None) -> Any:
-    from openrknn.capi.model_context import ModelContext
-    found = _contexts.get(int(handle))
-    expected = kind or ModelContext
-    if found is None or not isinstance(found, expected):
-        what = "matmul context" if expected is not ModelContext else "context"
-        raise ApiError(s.ERR_CTX_INVALID, f"{handle:#x} is not a live {what} (rknn_init / rknn_matmul_create "
-                                          "first; not after destroy)")
-    return found
-
-
-def new_handle(obj: Any) -> int:
-    with _lock:
-        handle = next(_ids)
-        _contexts[handle] = obj
-    return handle
 
 
 def _read_model(model: int, size: int, extend: int) -> bytes:
@@ -397,7 +348,6 @@ def custom_op_get_op_attr(op_ctx: int, name: int, attr: int) -> int:
 # ---- matmul API ----------------------------------------------------------------------------------
 def _matmul(function: str) -> Callable:
     def run_it(*args: Any) -> int:
-        from openrknn.capi import matmul
         return entry(function)(getattr(matmul, function.replace("rknn_matmul_", "").replace("rknn_", "")))(*args)
     return run_it
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from openrknn.capi import bridge
+from openrknn.capi import handles
 from openrknn.capi import structs as s
 from openrknn.capi.tensors import ApiError
 
@@ -272,7 +272,7 @@ def compute(ctx: MatmulContext) -> np.ndarray:
     return np.clip(np.rint(real / c_scale[0]) + c_zp[0], -128, 127).astype(np.int8)
 
 
-# ---- entry points (bridge.matmul_* call these through bridge.entry) ------------------------------------
+# ---- entry points (bridge.matmul_* call these through handles.entry) -----------------------------------
 def _info(address: int) -> dict:
     if not address:
         raise ApiError(s.ERR_PARAM_INVALID, "info is NULL")
@@ -311,7 +311,7 @@ def create(ctx_out: int, info: int, io_attr: int) -> int:
     if not ctx_out or not io_attr:
         raise ApiError(s.ERR_PARAM_INVALID, "ctx and io_attr must not be NULL")
     ctx.fill_io_attr(s.at(s.rknn_matmul_io_attr, io_attr), ctx.shape)
-    s.at(s.rknn_context, ctx_out).value = bridge.new_handle(ctx)
+    s.at(s.rknn_context, ctx_out).value = handles.new_handle(ctx)
 
 
 def create_dynamic_shape(ctx_out: int, info: int, count: int, shapes: int, io_attrs: int) -> int:
@@ -325,11 +325,11 @@ def create_dynamic_shape(ctx_out: int, info: int, count: int, shapes: int, io_at
     attrs = (s.rknn_matmul_io_attr * count).from_address(io_attrs)
     for shape, attr in zip(ctx.shapes, attrs):
         ctx.fill_io_attr(attr, shape)
-    s.at(s.rknn_context, ctx_out).value = bridge.new_handle(ctx)
+    s.at(s.rknn_context, ctx_out).value = handles.new_handle(ctx)
 
 
 def set_dynamic_shape(handle: int, shape: int) -> int:
-    ctx = bridge.context(handle, MatmulContext)
+    ctx = handles.context(handle, MatmulContext)
     item = s.at(s.rknn_matmul_shape, shape)
     wanted = Shape(item.M, item.K, item.N)
     if wanted not in ctx.shapes:
@@ -340,7 +340,7 @@ def set_dynamic_shape(handle: int, shape: int) -> int:
 
 
 def set_core_mask(handle: int, mask: int) -> int:
-    ctx = bridge.context(handle, MatmulContext)
+    ctx = handles.context(handle, MatmulContext)
     valid = {"rk3588": (0, 1, 2, 4, 3, 7, 0xFFFF), "rk3576": (0, 1, 2, 3)}.get(ctx.chip, (0,))
     if mask not in valid:
         raise ApiError(s.ERR_PARAM_INVALID, f"core mask {mask:#x} is not valid on {ctx.chip}")
@@ -348,7 +348,7 @@ def set_core_mask(handle: int, mask: int) -> int:
 
 
 def set_quant_params(handle: int, params: int) -> int:
-    ctx = bridge.context(handle, MatmulContext)
+    ctx = handles.context(handle, MatmulContext)
     item = s.at(s.rknn_quant_params, params)
     name = item.name.decode()
     if name not in ("A", "B", "C"):
@@ -376,7 +376,7 @@ def set_quant_params(handle: int, params: int) -> int:
 
 def get_quant_params(handle: int, params: int, scale_out: int) -> int:
     """Fill ``params`` (name given) with the context's values; ``scale_out`` (optional) receives the scales."""
-    ctx = bridge.context(handle, MatmulContext)
+    ctx = handles.context(handle, MatmulContext)
     item = s.at(s.rknn_quant_params, params)
     name = item.name.decode() or "B"
     scale, zp = ctx.quant.get(name, (np.ones(1, np.float32), np.zeros(1, np.int64)))
@@ -391,8 +391,8 @@ def get_quant_params(handle: int, params: int, scale_out: int) -> int:
 
 
 def set_io_mem(handle: int, mem: int, attr: int) -> int:
-    ctx = bridge.context(handle, MatmulContext)
-    if not mem or mem not in bridge._memories or not attr:
+    ctx = handles.context(handle, MatmulContext)
+    if not mem or mem not in handles._memories or not attr:
         raise ApiError(s.ERR_PARAM_INVALID, "mem (from rknn_create_mem) and attr (from io_attr) are needed")
     tensor = s.at(s.rknn_matmul_tensor_attr, attr)
     name = tensor.name.decode()
@@ -422,11 +422,11 @@ def set_io_mem(handle: int, mem: int, attr: int) -> int:
 
 
 def run(handle: int) -> int:
-    ctx = bridge.context(handle, MatmulContext)
+    ctx = handles.context(handle, MatmulContext)
     if ctx.a is None or ctx.b is None or ctx.c_mem is None:
         missing = [n for n, v in (("A", ctx.a), ("B", ctx.b), ("C", ctx.c_mem)) if v is None]
         raise ApiError(s.ERR_PARAM_INVALID, f"call rknn_matmul_set_io_mem for {', '.join(missing)} first")
-    if ctx.c_mem not in bridge._memories:
+    if ctx.c_mem not in handles._memories:
         raise ApiError(s.ERR_PARAM_INVALID, "C's memory was destroyed")
     result = compute(ctx)
     _, _, c_t = ctx.types
@@ -438,9 +438,9 @@ def run(handle: int) -> int:
 
 
 def destroy(handle: int) -> int:
-    bridge.context(handle, MatmulContext)
-    with bridge._lock:
-        del bridge._contexts[int(handle)]
+    handles.context(handle, MatmulContext)
+    with handles._lock:
+        del handles._contexts[int(handle)]
 
 
 def B_normal_layout_to_native_layout(source: int, target: int, k: int, n: int, info: int) -> int:  # noqa: N802

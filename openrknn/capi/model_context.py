@@ -109,7 +109,7 @@ class ModelContext:
 
     @property
     def has_custom_ops(self) -> bool:
-        from openrknn.sim.partitioned import has_custom_ops
+        from openrknn.graph.runner import has_custom_ops
         return has_custom_ops(self.model.graph)
 
     def start(self) -> None:

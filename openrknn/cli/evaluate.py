@@ -11,9 +11,9 @@ import json
 import os
 
 from openrknn import log
-from openrknn.cli.common import add_input_size_list_argument, parse_input_size_list
-from openrknn.config import QUANT_ALGORITHMS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
+from openrknn.cli.common import add_input_size_list_argument, load_by_extension, parse_floats, parse_input_size_list
 from openrknn.errors import ConfigError
+from openrknn.quant.settings import QUANT_ALGORITHMS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
 
 
 def add_eval_parser(sub) -> None:
@@ -65,7 +65,6 @@ def parse_setting(text: str) -> tuple[dict, dict]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from openrknn.cli.main import _floats, _load_by_extension
     from openrknn.api.rknn import RKNN
     from openrknn.evaluation import evaluate_built
     from openrknn.evaluation.cache import default_cache_path
@@ -82,11 +81,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
         rknn = RKNN(verbose=args.verbose)
         config.update(target_platform=args.target_platform)
         if args.mean:
-            config["mean_values"] = _floats(args.mean)
+            config["mean_values"] = parse_floats(args.mean)
         if args.std:
-            config["std_values"] = _floats(args.std)
+            config["std_values"] = parse_floats(args.std)
         log.info(f"eval: building '{setting}'")
-        if (rknn.config(**config) != 0 or _load_by_extension(rknn, sources[0], sizes) != 0
+        if (rknn.config(**config) != 0 or load_by_extension(rknn, sources[0], sizes) != 0
                 or rknn.build(dataset=args.calibration if build["do_quantization"] else None, **build) != 0):
             return 1
         builds.append((setting.strip(), rknn._model))

@@ -10,14 +10,9 @@ from typing import Sequence
 import numpy as np
 
 from openrknn import __version__, log
-from openrknn.cli.common import add_input_size_list_argument, parse_input_size_list
+from openrknn.cli.common import (add_input_size_list_argument, load_by_extension, parse_floats,
+                                 parse_input_size_list, print_top5)
 from openrknn.errors import missing_extra_from
-
-
-def _floats(text: str | None) -> list[list[float]] | None:
-    if not text:
-        return None
-    return [[float(v) for v in part.replace(",", " ").split()] for part in text.split("#")]
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -31,9 +26,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     rknn = RKNN(verbose=args.verbose)
     kwargs = {"target_platform": args.target_platform, "optimization_level": args.optimization_level}
     if args.mean:
-        kwargs["mean_values"] = _floats(args.mean)
+        kwargs["mean_values"] = parse_floats(args.mean)
     if args.std:
-        kwargs["std_values"] = _floats(args.std)
+        kwargs["std_values"] = parse_floats(args.std)
     if args.quantized_dtype:
         kwargs["quantized_dtype"] = args.quantized_dtype
     if args.quantized_algorithm:
@@ -42,7 +37,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if method:
         kwargs["quantized_method"] = method
     sizes = parse_input_size_list(args.input_size_list)
-    steps = [lambda: rknn.config(**kwargs), lambda: _load_by_extension(rknn, args.model, sizes),
+    steps = [lambda: rknn.config(**kwargs), lambda: load_by_extension(rknn, args.model, sizes),
              lambda: rknn.build(do_quantization=bool(args.dataset), dataset=args.dataset,
                                 auto_hybrid=bool(getattr(args, "auto_hybrid", False))),
              lambda: _export(rknn, args)]
@@ -69,20 +64,6 @@ def _export(rknn, args: argparse.Namespace) -> int:
     return rknn.export_rknn(args.output or os.path.splitext(args.model)[0] + ".rknn")
 
 
-def _load_by_extension(rknn, path: str, input_size_list: list[list[int]] | None = None) -> int:
-    ext = os.path.splitext(path)[1].lower()
-    if ext == ".onnx":
-        return rknn.load_onnx(model=path, input_size_list=input_size_list)
-    if ext == ".tflite":
-        if input_size_list:
-            log.error("convert: --input-size-list applies to ONNX models; a .tflite file fixes its input sizes")
-            return -1
-        return rknn.load_tflite(model=path)
-    log.error(f"convert: cannot tell the framework of '{path}' from its extension; use a yml (rknn_convert format) "
-              "for pytorch/tensorflow/caffe/darknet models")
-    return -1
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     from openrknn.cli.info import describe_model
     from openrknn.errors import RKNNError
@@ -95,7 +76,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from openrknn.cli.images import read_input
+    from openrknn.graph.input_files import read_input
     from openrknn.runtime.lite import RKNNLite
     lite = RKNNLite(verbose=args.verbose)
     if lite.load_rknn(args.model) != 0 or lite.init_runtime() != 0:
@@ -134,15 +115,6 @@ def _specs_of_size(specs: list, sizes: list[list[int]], dynamic_sets: list | Non
                      f"it was converted for {allowed[0]} (convert again with --input-size-list for another size)"))
         return None
     return [dataclasses.replace(spec, shape=size) for spec, size in zip(specs, sizes)]
-
-
-def print_top5(output: np.ndarray) -> None:
-    """Print the five best classes in the guide's example format."""
-    flat = output.reshape(-1)
-    order = np.argsort(flat)[::-1][:5]
-    print("-----TOP 5-----")
-    for index in order:
-        print(f"[{index}]: {flat[index]}")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import yaml
 
-from openrknn import log
+from openrknn import frontends, log
 from openrknn.errors import missing_extra_from
 
 _PLATFORM_LOADERS = ("tensorflow", "tflite", "caffe", "onnx", "pytorch", "darknet", "mxnet")
@@ -136,6 +136,13 @@ def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: 
         rknn.release()
 
 
+# platform in the yml → the yml keys naming its model file and its second file
+_YML_FILES = {"onnx": ("model_file_path", None), "tflite": ("model_file_path", None),
+              "pytorch": ("model_file_path", None), "tensorflow": ("model_file_path", None),
+              "caffe": ("prototxt_file_path", "caffemodel_file_path"),
+              "darknet": ("darknet_cfg_path", "darknet_weights_path")}
+
+
 def _load(rknn: Any, spec: dict[str, Any]) -> None:
     from openrknn.errors import ConfigError
 
@@ -143,23 +150,14 @@ def _load(rknn: Any, spec: dict[str, Any]) -> None:
     sub = spec.get("subgraphs") or {}
     sizes = _sizes(sub.get("input_size_list") or sub.get("input-size-list"))
     inputs, outputs = sub.get("inputs"), sub.get("outputs")
-    model_path = spec.get("model_file_path") or spec.get("pt_file_path")
-    if platform == "onnx":
-        ret = rknn.load_onnx(model=model_path, inputs=inputs, input_size_list=sizes, outputs=outputs)
-    elif platform == "tflite":
-        ret = rknn.load_tflite(model=model_path)
-    elif platform == "pytorch":
-        ret = rknn.load_pytorch(model=model_path, input_size_list=sizes)
-    elif platform == "tensorflow":
-        if not inputs or not outputs:
-            raise ConfigError("tensorflow models need subgraphs.inputs and subgraphs.outputs in the yml")
-        ret = rknn.load_tensorflow(tf_pb=model_path, inputs=inputs, input_size_list=sizes, outputs=outputs)
-    elif platform == "caffe":
-        ret = rknn.load_caffe(model=spec.get("prototxt_file_path"), blobs=spec.get("caffemodel_file_path"))
-    elif platform == "darknet":
-        ret = rknn.load_darknet(model=spec.get("darknet_cfg_path"), weight=spec.get("darknet_weights_path"))
-    else:
+    if platform not in _YML_FILES:
         raise ConfigError(f"platform '{platform}' in the yml is not one of {list(_PLATFORM_LOADERS)}")
+    if platform == "tensorflow" and (not inputs or not outputs):
+        raise ConfigError("tensorflow models need subgraphs.inputs and subgraphs.outputs in the yml")
+    model_key, weights_key = _YML_FILES[platform]
+    model_path = spec.get(model_key) or (spec.get("pt_file_path") if model_key == "model_file_path" else None)
+    ret = frontends.load(rknn, platform, model_path, spec.get(weights_key) if weights_key else None,
+                         inputs=inputs, outputs=outputs, input_size_list=sizes)
     if ret != 0:
         raise ConfigError(f"loading the {platform} model failed (see the E line above)")
 

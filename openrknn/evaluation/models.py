@@ -68,7 +68,7 @@ class ModelRunner:
             formats = ["nchw" if s.layout == LAYOUT_NCHW else "nhwc" for s in self.inputs]
             self._run = lambda arrays: simulator.run(arrays, data_format=formats)
         else:
-            from openrknn.sim.session import GraphRunner
+            from openrknn.graph.runner import GraphRunner
             runner = GraphRunner(onnx.load_from_string(model.payload), threads=1)
             names = [s.name for s in self.inputs]
 

@@ -6,10 +6,9 @@ emit float32 ONNX (opset ``FRONTEND_OPSET``), and raise ``ModelLoadError`` /
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
-
-import os
 
 import onnx
 
@@ -50,3 +49,55 @@ class SourceModel:
     input_layouts: dict[str, str] = field(default_factory=dict)
     quant_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     input_values: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- the one framework → loader table
+# framework → (what its model file is, its second file or None): the workbench's form shows these
+FRAMEWORKS: dict[str, tuple[str, str | None]] = {
+    "onnx": (".onnx", None), "tflite": (".tflite", None), "pytorch": ("TorchScript .pt", None),
+    "tensorflow": ("frozen .pb", None), "caffe": (".prototxt", ".caffemodel"), "darknet": (".cfg", ".weights"),
+    "mxnet": ("symbol .json", ".params"),
+}
+# framework → the facade's load_<framework> argument names: (model file, second file, the options it takes)
+_LOAD_ARGUMENTS: dict[str, tuple[str, str | None, tuple[str, ...]]] = {
+    "onnx": ("model", None, ("inputs", "outputs", "input_size_list")),
+    "tflite": ("model", None, ()),
+    "pytorch": ("model", None, ("input_size_list",)),
+    "tensorflow": ("tf_pb", None, ("inputs", "outputs", "input_size_list")),
+    "caffe": ("model", "blobs", ()),
+    "darknet": ("model", "weight", ()),
+    "mxnet": ("symbol", "params", ("input_size_list",)),
+}
+_EXTENSIONS = {".onnx": "onnx", ".tflite": "tflite", ".pt": "pytorch", ".pth": "pytorch", ".pb": "tensorflow",
+               ".prototxt": "caffe", ".cfg": "darknet"}
+
+
+def framework_of(path: str) -> str | None:
+    """The framework a model file's extension names (None when the extension does not tell)."""
+    return _EXTENSIONS.get(os.path.splitext(str(path))[1].lower())
+
+
+def load(rknn: Any, framework: str, model: str, weights: str | None = None, inputs: Any = None,
+         outputs: Any = None, input_size_list: Any = None) -> int:
+    """Load ``model`` (and its second file ``weights``) of ``framework`` into ``rknn`` — an ``RKNN`` object —
+    through its documented ``load_<framework>`` call, so the E lines, return code and state are the facade's.
+
+    The one place that turns a framework name into a loader call (the CLI, ``rknn_convert`` and the
+    workbench all go through it). Options a framework's loader does not take are not passed;
+    TensorFlow's required inputs/outputs/input_size_list default to empty lists.
+
+    Raises:
+        ConfigError: ``framework`` is not one of :data:`FRAMEWORKS`.
+    """
+    from openrknn.errors import ConfigError
+    if framework not in _LOAD_ARGUMENTS:
+        raise ConfigError(f"framework '{framework}' is not one of {list(FRAMEWORKS)}")
+    model_arg, weights_arg, takes = _LOAD_ARGUMENTS[framework]
+    kwargs: dict[str, Any] = {model_arg: model}
+    if weights_arg:
+        kwargs[weights_arg] = weights
+    given = {"inputs": inputs, "outputs": outputs, "input_size_list": input_size_list}
+    for name in takes:
+        value = given[name]
+        kwargs[name] = (value or []) if framework == "tensorflow" else value
+    return getattr(rknn, f"load_{framework}")(**kwargs)

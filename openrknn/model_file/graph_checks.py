@@ -99,7 +99,7 @@ def check_empty_inputs(graph: onnx.ModelProto, specs: list[Any], source: str,
         return
     import numpy as np
 
-    from openrknn.sim.session import make_session
+    from openrknn.graph.runner import make_session
     feeds = {s.name: np.zeros([max(d, 0) if d >= 0 else 1 for d in s.shape], s.dtype) for s in specs}
     try:
         make_session(graph).run(None, feeds)

@@ -37,10 +37,11 @@ from openrknn import log
 from openrknn.errors import ConfigError
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.quant import numerics
+from openrknn.quant.algorithms.normal import AdaRound
 from openrknn.quant.calibrate import tensor_values
 from openrknn.quant.numerics import QuantParams
 
-INSTALL_HINT = "quantized_algorithm 'adaround' needs PyTorch: pip install 'openrknn[torch]'"
+INSTALL_HINT = AdaRound.install_hint
 ROWS = 4096          # input rows kept per layer over all samples
 HOLD_OUT = 4         # every 4th row judges the result instead of training it
 ROWS_PER_INPUT = 4   # fewer training rows per input (per output) than this: too few to learn from
@@ -62,14 +63,6 @@ def require_torch():
     except ImportError as e:
         raise ConfigError(INSTALL_HINT) from e
     return torch
-
-
-def torch_available() -> bool:
-    import importlib.util
-    try:
-        return importlib.util.find_spec("torch") is not None
-    except ValueError:   # torch set to None in sys.modules (import blocked)
-        return False
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ from onnx import helper
 
 from openrknn.errors import QuantizationError
 from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.runner import GraphRunner
 from openrknn.quant.observer import TensorStats
 
 
@@ -30,7 +31,6 @@ class CalibrationCache:
 
 def _session(model: onnx.ModelProto, tensors: list[str], custom_ops: CustomOpRegistry | None):
     """A runner for ``model`` with ``tensors`` added to its outputs (custom ops run in Python)."""
-    from openrknn.sim.session import GraphRunner
     graph = onnx.ModelProto()
     graph.CopyFrom(model)
     known = {o.name for o in graph.graph.output}

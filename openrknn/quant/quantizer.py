@@ -22,6 +22,7 @@ from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.quant import annotate, numerics
+from openrknn.quant.adaround import WeightRounder
 from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import CalibrationCache, collect_stats
 from openrknn.quant.fold import (constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm,
@@ -111,7 +112,6 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     quant_params = {name: p.to_dict() for name, p in act_params.items()}
     rounder = None
     if settings.algorithm == "adaround":   # opt-in: learned weight rounding (torch)
-        from openrknn.quant.adaround import WeightRounder
         rounder = WeightRounder(graph, plan.weights, act_params, used, custom_ops)
     _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides,
                       _int16_weights(graph, plan, overrides), wide, rounder)

@@ -1,12 +1,27 @@
-"""Quantization settings: the dtype table and the frozen, validated :class:`QuantSettings` record."""
+"""Quantization settings: the option names and their validation (``config()`` and ``build()`` both call
+these), the dtype table and the frozen, validated :class:`QuantSettings` record."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from openrknn.config import (QUANT_ALGORITHMS, QUANT_DTYPE_ALIASES, QUANT_METHOD_GROUPS, QUANT_METHODS,
-                             TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES)
 from openrknn.errors import ConfigError, NotSupportedError
+from openrknn.quant.algorithms import algorithm_class
+
+TOOLKIT2_QUANT_DTYPES = ("w8a8", "w8a16", "w16a16i", "w16a16i_dfp", "w4a16", "w4a8")
+TOOLKIT1_QUANT_DTYPES = ("asymmetric_quantized-u8", "asymmetric_quantized-8",
+                         "dynamic_fixed_point-i8", "dynamic_fixed_point-i16")
+# Accepted spellings -> canonical name (seed 001 writes dynamic_fixed_point-8/-16; rknn_convert maps -u8).
+QUANT_DTYPE_ALIASES = {
+    "asymmetric_quantized-8": "w8a8",
+    "asymmetric_quantized-u8": "asymmetric_quantized-u8",
+    "dynamic_fixed_point-8": "dynamic_fixed_point-i8",
+    "dynamic_fixed_point-16": "dynamic_fixed_point-i16",
+}
+# the documented names, in the guide's order; each is a registered calibration algorithm (quant/algorithms)
+QUANT_ALGORITHMS = ("normal", "kl_divergence", "mmse", "adaround")
+QUANT_METHOD_GROUPS = tuple(f"group{n}" for n in (32, 64, 128, 256))
+QUANT_METHODS = ("layer", "channel") + QUANT_METHOD_GROUPS
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,41 @@ def canonical_dtype(name: str, toolkit: int = 2) -> str:
     return name
 
 
+def check_dtype(value: str, chip: Any) -> str:
+    """The canonical ``quantized_dtype`` on ``chip``'s toolkit generation.
+
+    Raises:
+        ConfigError: an unknown name, or one the platform does not accept.
+    """
+    name = canonical_dtype(value, chip.toolkit)
+    if name not in TOOLKIT2_QUANT_DTYPES + TOOLKIT1_QUANT_DTYPES:
+        raise ConfigError(f"quantized_dtype={value!r} is not valid; choose one of "
+                          f"{list(TOOLKIT2_QUANT_DTYPES if chip.toolkit == 2 else TOOLKIT1_QUANT_DTYPES)}")
+    if name not in chip.quantized_dtypes:
+        raise ConfigError(f"quantized_dtype '{name}' is not supported on {chip.name}; "
+                          f"{chip.name} accepts {list(chip.quantized_dtypes)}")
+    return name
+
+
+def check_method(value: str, dtype: str) -> str:
+    """``quantized_method`` checked against the (canonical) dtype: group methods are for w4a16 only."""
+    if value not in QUANT_METHODS:
+        raise ConfigError(f"quantized_method={value!r} is not valid; choose one of {list(QUANT_METHODS)}")
+    if value in QUANT_METHOD_GROUPS and dtype != "w4a16":
+        raise ConfigError(f"quantized_method '{value}' is only for quantized_dtype 'w4a16'")
+    return value
+
+
+def check_algorithm(value: str) -> str:
+    """``quantized_algorithm``: a documented, registered algorithm whose optional extra is installed."""
+    algorithm = algorithm_class(value) if value in QUANT_ALGORITHMS else None
+    if algorithm is None:
+        raise ConfigError(f"quantized_algorithm={value!r} is not valid; choose one of {list(QUANT_ALGORITHMS)}")
+    if not algorithm.available():
+        raise ConfigError(algorithm.install_hint)
+    return value
+
+
 @dataclass(frozen=True)
 class QuantSettings:
     """What ``build(do_quantization=True)`` was asked for.
@@ -85,22 +135,11 @@ class QuantSettings:
                 group method with a dtype other than w4a16.
             NotSupportedError: w4a8 (documented as not supported yet).
         """
-        name = canonical_dtype(self.dtype, chip.toolkit)
         object.__setattr__(self, "toolkit", chip.toolkit)
-        if name == "w4a8":
+        if canonical_dtype(self.dtype, chip.toolkit) == "w4a8":
             raise NotSupportedError("quantized_dtype 'w4a8' is documented by Rockchip as not supported yet")
-        if name not in DTYPES or name not in TOOLKIT2_QUANT_DTYPES + TOOLKIT1_QUANT_DTYPES:
-            raise ConfigError(f"quantized_dtype '{self.dtype}' is not valid; choose one of {sorted(DTYPES)}")
-        if name not in chip.quantized_dtypes:
-            raise ConfigError(f"quantized_dtype '{name}' is not supported on {chip.name}; "
-                              f"{chip.name} accepts {list(chip.quantized_dtypes)}")
-        if self.method not in QUANT_METHODS:
-            raise ConfigError(f"quantized_method '{self.method}' is not valid; choose one of {list(QUANT_METHODS)}")
-        if self.group_size and name != "w4a16":
-            raise ConfigError(f"quantized_method '{self.method}' is only for quantized_dtype 'w4a16'")
-        if self.algorithm not in QUANT_ALGORITHMS:
-            raise ConfigError(f"quantized_algorithm '{self.algorithm}' is not valid; choose one of "
-                              f"{list(QUANT_ALGORITHMS)}")
+        check_method(self.method, check_dtype(self.dtype, chip))
+        check_algorithm(self.algorithm)
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be positive, got {self.batch_size}")
         return self

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from openrknn import log
-from openrknn.api.common import RuntimeInfo, sdk_version_text
-from openrknn.api.rknn import api_call
+from openrknn.api.common import RuntimeInfo, api_call, sdk_version_text
 from openrknn.errors import NotSupportedError, RuntimeStateError
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel

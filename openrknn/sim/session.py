@@ -6,19 +6,19 @@ float32, in the original model's layout. ``rknn_batch_size=N`` models take N sta
 """
 from __future__ import annotations
 
-import functools
-import re
 from typing import Any, Sequence
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
-from openrknn.errors import InferenceInputError, RuntimeStateError
+from openrknn.errors import InferenceInputError
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, RKNNModel, TensorSpec
 from openrknn.graph.custom_ops import CustomOpRegistry
+# the runner moved below quant/ and sim/; re-exported for code that imports it from here
+from openrknn.graph.runner import (DISABLED_OPTIMIZERS, EXACT_SUM_OPTIMIZERS, GraphRunner,  # noqa: F401
+                                   disabled_optimizers, make_session)
 from openrknn.sim.fp16 import lower_fp16
-from openrknn.sim.partitioned import PartitionedRunner, has_custom_ops
+from openrknn.sim.quantized import lower_quantized
 
 _NCHW_TO_NHWC = (0, 2, 3, 1)
 _NHWC_TO_NCHW = (0, 3, 1, 2)
@@ -27,7 +27,6 @@ _NHWC_TO_NCHW = (0, 3, 1, 2)
 def lower(model: RKNNModel) -> onnx.ModelProto:
     """The executable ONNX graph for ``model``: fp16-rounded float layers, or the quantized lowering."""
     if model.is_quantized:
-        from openrknn.sim.quantized import lower_quantized   # quantization stage owns this lowering
         return lower_quantized(model)
     if model.float_dtype == "float32":
         return model.graph
@@ -36,89 +35,6 @@ def lower(model: RKNNModel) -> onnx.ModelProto:
         if (model.metadata.get("op_target") or {}).get(node.name) == "cpu":
             cpu_tensors.update(node.output)
     return lower_fp16(model.graph, exclude=cpu_tensors)
-
-
-# onnxruntime optimizers that would change the values of our graphs:
-# - WeightBiasQuantization rewrites "DequantizeLinear → Conv/MatMul with float weights →
-#   QuantizeLinear" by quantizing those weights itself (to 8 bits, per tensor): our float-weight
-#   layers between integer tensors (16-bit layers, float fallbacks) must run with exactly the weights
-#   the model stores.
-# - QDQSelectorActionTransformer fuses "DequantizeLinear → op → QuantizeLinear" into QLinearAdd,
-#   QLinearMul, QLinearAveragePool, QLinearSigmoid, ... whose rounding is their own (and per CPU
-#   kernel), not the documented float32 dequantize → op → quantize; on x86 it also turns int8
-#   Conv/MatMul chains into u8 × s8 kernels that saturate on AVX2 without VNNI.
-DISABLED_OPTIMIZERS = ["WeightBiasQuantization", "QDQSelectorActionTransformer"]
-# In quantized graphs also: ConvMulFusion / ConvAddFusion / MatMulScaleFusion fold a following
-# constant Mul/Add into the Conv/MatMul weights, so the exact integer sums of the lowering (a float32
-# Conv on integer weights, then the scale) would become rounded float sums, different per CPU kernel.
-# (Float graphs keep them: they are ~20 % faster there and nothing exact depends on them.)
-EXACT_SUM_OPTIMIZERS = ["ConvMulFusion", "ConvAddFusion", "MatMulScaleFusion"]
-_INTEGER_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "ConvInteger", "MatMulInteger"})
-
-
-def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
-    """An onnxruntime CPU session for ``graph`` with the optimizations that keep its values.
-
-    Raises:
-        RuntimeStateError: onnxruntime refuses the graph.
-    """
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-    try:
-        return _session(graph, options)
-    except Exception as e:  # onnxruntime raises its own exception classes
-        limit = re.search(r"max supported IR version: (\d+)", str(e))
-        if limit is None or int(limit.group(1)) >= graph.ir_version:
-            raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
-    # A newer onnx than the installed onnxruntime stamps graphs with an IR version that runtime does
-    # not know; the graphs we run use nothing of the newer IR, so they run under the older number.
-    older = onnx.ModelProto()
-    older.CopyFrom(graph)
-    older.ir_version = int(limit.group(1))
-    try:
-        return _session(older, options)
-    except Exception as e:  # onnxruntime raises its own exception classes
-        raise RuntimeStateError(f"the simulator cannot run this model: {e}") from e
-
-
-def disabled_optimizers(graph: onnx.ModelProto) -> list[str]:
-    """The onnxruntime optimizers a simulator session of ``graph`` runs without."""
-    quantized = any(node.op_type in _INTEGER_OPS for node in graph.graph.node)
-    return DISABLED_OPTIMIZERS + (EXACT_SUM_OPTIMIZERS if quantized else [])
-
-
-def _session(graph: onnx.ModelProto, options: ort.SessionOptions) -> ort.InferenceSession:
-    # onnxruntime ignores optimizer names it does not have (versions before that optimizer)
-    return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=disabled_optimizers(graph))
-
-
-class GraphRunner:
-    """One executable graph: a plain onnxruntime session, or segments around custom ops.
-
-    ``run(feeds)`` returns the values of ``output_names`` (the graph outputs, in order).
-    """
-
-    def __init__(self, graph: onnx.ModelProto, custom_ops: CustomOpRegistry | None = None, threads: int = 0) -> None:
-        self.input_types = {v.name: _elem_np_type(v) for v in graph.graph.input}
-        self.output_names = [v.name for v in graph.graph.output]
-        if has_custom_ops(graph):
-            sessions = functools.partial(make_session, threads=threads)
-            self._partitioned: PartitionedRunner | None = PartitionedRunner(graph, custom_ops, sessions)
-            self._session = None
-        else:
-            self._partitioned = None
-            self._session = make_session(graph, threads)
-
-    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        if self._partitioned is not None:
-            return self._partitioned.run(feeds)
-        try:
-            return self._session.run(None, feeds)
-        except Exception as e:   # onnxruntime raises its own exception types for kernel failures
-            raise RuntimeStateError(f"the simulator failed while running the model: {e}") from e
 
 
 class Simulator:
@@ -236,11 +152,6 @@ def _to_layout(array: np.ndarray, data_format: str, model_layout: str) -> np.nda
     if model_layout == LAYOUT_NHWC and data_format == "nchw":
         return array.transpose(_NCHW_TO_NHWC)
     return array
-
-
-def _elem_np_type(value: onnx.ValueInfoProto) -> np.dtype:
-    elem = value.type.tensor_type.elem_type
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else np.dtype(np.float32)
 
 
 def _pass_through_inputs(graph: onnx.ModelProto, model: RKNNModel) -> dict[str, str]:

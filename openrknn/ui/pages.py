@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from openrknn import chips
 from openrknn.graph.layer_index import count_layers
-from openrknn.config import QUANT_ALGORITHMS, QUANT_METHODS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
+from openrknn.quant.settings import QUANT_ALGORITHMS, QUANT_METHODS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
 from openrknn.report.graph_svg import layer_graph_svg, legend
 from openrknn.report.page import page, table
 from openrknn.report.svg import esc, histograms

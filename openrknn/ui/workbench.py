@@ -13,18 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from openrknn import log
+from openrknn import frontends, log
 from openrknn.graph.rknn_model import LAYOUT_NCHW
 from openrknn.quant.dataset import IMAGE_EXTENSIONS
 from openrknn.ui.forms import CONFIG_FIELDS, field_of
 from openrknn.ui.jobs import Job, JobRunner, collect_log, errors_in
 
 # framework -> (what the model file is, the second file or None): the Model page's choices and hints
-FRONTENDS: dict[str, tuple[str, str | None]] = {
-    "onnx": (".onnx", None), "tflite": (".tflite", None), "pytorch": ("TorchScript .pt", None),
-    "tensorflow": ("frozen .pb", None), "caffe": (".prototxt", ".caffemodel"), "darknet": (".cfg", ".weights"),
-    "mxnet": ("symbol .json", ".params"), "rknn": (".rknn", None),
-}
+FRONTENDS: dict[str, tuple[str, str | None]] = {**frontends.FRAMEWORKS, "rknn": (".rknn", None)}
 BUSY = "a job is running: wait until it ends (Progress page)"
 
 
@@ -102,23 +98,10 @@ class Workbench:
 
     @staticmethod
     def _call_loader(rknn: Any, c: ModelChoice, sizes: list[list[int]] | None) -> int:
-        if c.framework == "onnx":
-            return rknn.load_onnx(model=c.model, inputs=_names(c.inputs), input_size_list=sizes,
-                                  outputs=_names(c.outputs))
-        if c.framework == "tflite":
-            return rknn.load_tflite(model=c.model)
-        if c.framework == "pytorch":
-            return rknn.load_pytorch(model=c.model, input_size_list=sizes)
-        if c.framework == "tensorflow":
-            return rknn.load_tensorflow(tf_pb=c.model, inputs=_names(c.inputs) or [], input_size_list=sizes or [],
-                                        outputs=_names(c.outputs) or [])
-        if c.framework == "caffe":
-            return rknn.load_caffe(model=c.model, blobs=c.weights)
-        if c.framework == "darknet":
-            return rknn.load_darknet(model=c.model, weight=c.weights)
-        if c.framework == "mxnet":
-            return rknn.load_mxnet(symbol=c.model, params=c.weights, input_size_list=sizes)
-        return rknn.load_rknn(path=c.model)
+        if c.framework == "rknn":
+            return rknn.load_rknn(path=c.model)
+        return frontends.load(rknn, c.framework, c.model, c.weights, inputs=_names(c.inputs),
+                              outputs=_names(c.outputs), input_size_list=sizes)
 
     def pick_model(self, choice: ModelChoice) -> dict[str, str]:
         """Load the chosen model with the current config; a rejected upload is deleted."""
@@ -318,7 +301,7 @@ class Workbench:
 
     def start_inference(self, image: str) -> Job | dict[str, str]:
         """Run the simulator on one input file; the page shows each output and a top-5."""
-        from openrknn.cli.images import read_input
+        from openrknn.graph.input_files import read_input
         model = self.model
         if model is None:
             return self._fail("inference", {"image": "build the model first"})

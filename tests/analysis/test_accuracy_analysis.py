@@ -12,7 +12,7 @@ import pytest
 from openrknn.analysis import run_accuracy_analysis
 from openrknn.analysis.accuracy import AnalysisResult, LayerError, cosine
 from rknn.api import RKNN
-from tests.conftest import three_convs
+from tests.helpers import three_convs
 
 CELL = r"-?\d\.\d{5} \| \S+"        # "0.99991 | 0.012166"
 
@@ -156,8 +156,7 @@ def test_wrong_input_count_is_an_error(tmp_path):
 
 def test_after_load_rknn_explains_source_model_is_needed(tmp_path, capsys):
     rknn = built(three_convs(tmp_path / "m.onnx"))
-    if rknn.export_rknn(str(tmp_path / "m.rknn")) != 0:
-        pytest.skip("export_rknn is not available in this tree")
+    assert rknn.export_rknn(str(tmp_path / "m.rknn")) == 0
     loaded = RKNN()
     assert loaded.load_rknn(str(tmp_path / "m.rknn")) == 0
     assert loaded.accuracy_analysis(inputs=[str(sample(tmp_path))], output_dir=str(tmp_path / "s")) == -1
@@ -174,15 +173,8 @@ def test_worst_orders_nan_first_and_skips_inputs():
     assert [r.tensor for r in AnalysisResult(rows=rows).worst(3)] == ["b", "c", "a"]
 
 
-# --------------------------------------------------------------------- quantized builds (need openrknn.quant)
-def _require_quantization():
-    quant = pytest.importorskip("openrknn.quant", reason="openrknn.quant is not installed yet")
-    if not hasattr(quant, "is_prequantized"):
-        pytest.skip("openrknn.quant is not complete yet (build(do_quantization=True) is unavailable)")
-
-
+# --------------------------------------------------------------------- quantized builds
 def quantized(model_path: Path, tmp_path: Path, **config) -> RKNN:
-    _require_quantization()
     dataset = tmp_path / "dataset.txt"
     dataset.write_text("\n".join(sample(tmp_path, s).name for s in range(1, 5)) + "\n")
     rknn = RKNN()

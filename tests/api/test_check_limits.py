@@ -4,35 +4,21 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from openrknn import chips, profile
 from openrknn.api.rknn import RKNN
 from openrknn.cli.common import parse_input_size_list
 from openrknn.errors import ConfigError
 from openrknn.cli.main import main as openrknn_main
-
-
-def _three_surprises(path, dynamic=False):
-    rng = np.random.default_rng(0)
-    w = numpy_helper.from_array(rng.normal(0, 0.05, (8, 8, 1, 40)).astype(np.float32), "w")
-    scales = numpy_helper.from_array(np.array([1, 1, 2.5, 2.5], np.float32), "scales")
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="long_conv"),
-             helper.make_node("Resize", ["c", "", "scales"], ["r"], name="resize_by_2_5", mode="linear"),
-             helper.make_node("Transpose", ["r"], ["y"], name="to_nhwc", perm=[0, 2, 3, 1])]
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8, "h", "w"] if dynamic else [1, 8, 16, 64])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "h2", "w2", 8] if dynamic else [1, 40, 62, 8])
-    graph = helper.make_graph(nodes, "surprises", [x], [y], [w, scales])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
-    return path
+from tests.helpers import three_limit_surprises
 
 
 @pytest.fixture
 def surprises(tmp_path):
-    return _three_surprises(tmp_path / "surprises.onnx")
+    return three_limit_surprises(tmp_path / "surprises.onnx")
 
 
 def _report_lines(text):
@@ -114,7 +100,7 @@ def test_rk2118_reports_an_unsupported_op_as_an_error(tmp_path, capsys):
 
 
 def test_check_with_input_size_list(tmp_path, capsys):
-    model = _three_surprises(tmp_path / "dynamic.onnx", dynamic=True)
+    model = three_limit_surprises(tmp_path / "dynamic.onnx", dynamic=True)
     assert openrknn_main(["check", str(model), "-t", "rk3588", "--input-size-list", "1,8,16,64"]) == 0
     assert "(16×25 -> 40×62)" in capsys.readouterr().out   # 64 - 40 + 1 = 25 columns after the conv
     assert openrknn_main(["check", str(model), "-t", "rk3588", "--input-size-list", "1,8,x"]) == 1

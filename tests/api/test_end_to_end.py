@@ -6,7 +6,7 @@ import pytest
 
 from rknn.api import RKNN
 from rknnlite.api import RKNNLite
-from tests.conftest import cosine, reference_session
+from tests.helpers import cosine, reference_session
 
 MEAN = [123.675, 116.28, 103.53]
 STD = [58.395, 57.12, 57.375]

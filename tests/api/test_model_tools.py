@@ -6,7 +6,7 @@ import pytest
 
 from rknn.api import RKNN
 from rknnlite.api import RKNNLite
-from tests.conftest import make_conv_model
+from tests.helpers import make_conv_model
 
 pytest.importorskip("cryptography")
 

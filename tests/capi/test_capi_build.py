@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 from tests.capi.capi_tools import PROGRAMS, build_library, need_compiler, run_program
-from tests.capi.test_capi_general import lite_outputs
-from tests.conftest import make_conv_model
+from tests.helpers import lite_outputs, make_conv_model
 
 
 @pytest.fixture(scope="module")

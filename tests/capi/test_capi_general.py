@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from tests.capi.capi_tools import build_library, compile_program, export, run_program
-from tests.conftest import make_conv_model, quantized_build, three_convs
+from tests.helpers import lite_outputs, make_conv_model, quantized_build, three_convs
 
 UINT8, INT8, FLOAT16, FLOAT32 = 3, 2, 1, 0
 NCHW, NHWC, NC1HWC2 = 0, 1, 2
@@ -42,16 +42,6 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def general(lib: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return compile_program(lib, "general_api.c", tmp_path_factory.mktemp("bin") / "general_api")
-
-
-def lite_outputs(model: Path, inputs: list[np.ndarray], **kwargs) -> list[np.ndarray]:
-    from rknnlite.api import RKNNLite
-    lite = RKNNLite()
-    assert lite.load_rknn(str(model)) == 0
-    assert lite.init_runtime() == 0
-    outputs = lite.inference(inputs=inputs, **kwargs)
-    lite.release()
-    return outputs
 
 
 def image(seed: int) -> np.ndarray:

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from tests.capi.capi_tools import build_library, compile_program, run_program
-from tests.capi.test_capi_general import lite_outputs
-from tests.conftest import make_conv_model, three_convs
+from tests.helpers import lite_outputs, make_conv_model, three_convs
 
 
 @pytest.fixture(scope="module")

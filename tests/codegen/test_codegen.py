@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 from openrknn.codegen import generate_demo
 from openrknn.errors import ConfigError
 from openrknn.sim.session import Simulator
-from tests.conftest import make_conv_model
+from tests.helpers import make_conv_model
 
 
 def _build(onnx_path: Path, rknn_path: Path, **config):

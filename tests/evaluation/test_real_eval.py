@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from rknn.api import RKNN
-from tests.conftest import reference_session
+from tests.helpers import reference_session
 
 SIZE = (256, 320)   # height, width: multiples of 32 as the DB network needs
 

@@ -10,8 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import quantized_build
-from tests.export.test_tflite_export import _samples, _small_model
+from tests.helpers import mixed_layers_model, quantized_build, uniform_samples
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT (ai-edge-litert, the 'test' extra) runs the embedded TFLite")
 
@@ -54,7 +53,7 @@ def fake_teflon(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def rknn_files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lite")
-    rknn = quantized_build(_small_model(folder / "m.onnx"), _samples((1, 3, 16, 16)), quantized_method="layer",
+    rknn = quantized_build(mixed_layers_model(folder / "m.onnx"), uniform_samples((1, 3, 16, 16)), quantized_method="layer",
                            mean_values=[[127.5] * 3], std_values=[[127.5] * 3])
     assert rknn.export_rknn(str(folder / "with.rknn"), embed_tflite=True) == 0
     assert rknn.export_rknn(str(folder / "plain.rknn")) == 0
@@ -69,7 +68,7 @@ def _run(path, capsys, **kwargs):
     text = capsys.readouterr().out
     if status != 0:
         return None, text
-    x = _samples((1, 16, 16, 3), 1, seed=3)[0]
+    x = uniform_samples((1, 16, 16, 3), 1, seed=3)[0]
     return lite.inference(inputs=[x]), text
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.conftest import cosine, make_conv_model, quantized_build
+from tests.helpers import cosine, make_conv_model, quantized_build
 
 FAKE_API = '''
 import json, os, yaml

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
-from tests.conftest import cosine
+from tests.helpers import cosine
 from tests.export.tflite_cases import CASES
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT (ai-edge-litert, the 'test' extra) runs the exported files")
@@ -103,7 +103,7 @@ def test_palm_regressor_head_simulated_as_exported_runs_in_float32(tmp_path):
 
 def test_op_without_tflite_form_is_an_error_line_and_no_file(tmp_path, capsys):
     from onnx import TensorProto, helper
-    from tests.conftest import quantized_build
+    from tests.helpers import quantized_build
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 8, 8])
     graph = helper.make_graph([helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD")], "g", [x], [y])

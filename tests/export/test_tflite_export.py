@@ -11,48 +11,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.conftest import quantized_build
+from tests.helpers import mixed_layers_model, quantized_build, uniform_samples
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT (ai-edge-litert, the 'test' extra) runs the exported files")
 pytest.importorskip("tflite", reason="the export writes with the 'tflite' schema package")
-
-
-def _small_model(path: Path, seed: int = 0) -> Path:
-    """Conv+Relu, depthwise Conv + hard-swish (x·HardSigmoid), 1x1 Conv + residual Add, MaxPool,
-    Concat, AveragePool, Sigmoid, GlobalAveragePool, Flatten, Gemm."""
-    rng = np.random.default_rng(seed)
-    inits = []
-
-    def init(name, shape, std=0.3):
-        inits.append(numpy_helper.from_array(rng.normal(0, std, shape).astype(np.float32), name))
-        return name
-    nodes = [
-        helper.make_node("Conv", ["x", init("w1", (8, 3, 3, 3)), init("b1", 8, 0.1)], ["c1"], pads=[1, 1, 1, 1],
-                         strides=[2, 2]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", init("w2", (8, 1, 3, 3)), init("b2", 8, 0.1)], ["c2"], pads=[1, 1, 1, 1],
-                         group=8),
-        helper.make_node("HardSigmoid", ["c2"], ["hs"], alpha=1 / 6, beta=0.5),
-        helper.make_node("Mul", ["c2", "hs"], ["h2"]),
-        helper.make_node("Conv", ["h2", init("w3", (8, 8, 1, 1))], ["c3"]),
-        helper.make_node("Add", ["c3", "r1"], ["a3"]),
-        helper.make_node("MaxPool", ["a3"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("AveragePool", ["a3"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("Sigmoid", ["ap"], ["sg"]),
-        helper.make_node("Concat", ["p", "sg"], ["cc"], axis=1),
-        helper.make_node("GlobalAveragePool", ["cc"], ["g"]),
-        helper.make_node("Flatten", ["g"], ["f"]),
-        helper.make_node("Gemm", ["f", init("fw", (5, 16)), init("fb", 5, 0.1)], ["y"], transB=1),
-    ]
-    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
-    return path
-
-
-def _samples(shape, count=4, seed=1):
-    rng = np.random.default_rng(seed)
-    return [rng.uniform(0, 255, shape).astype(np.float32) for _ in range(count)]
 
 
 def _litert(path: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -63,7 +25,7 @@ def _litert(path: Path, inputs: list[np.ndarray]) -> list[np.ndarray]:
 @pytest.mark.parametrize("method", ["layer", "channel"])
 def test_small_model_matches_simulator_per_layer_and_end_to_end(tmp_path, method, capsys):
     from openrknn.export.tflite.verify import compare_layers
-    rknn = quantized_build(_small_model(tmp_path / "m.onnx"), _samples((1, 3, 16, 16)), quantized_method=method,
+    rknn = quantized_build(mixed_layers_model(tmp_path / "m.onnx"), uniform_samples((1, 3, 16, 16)), quantized_method=method,
                            mean_values=[[127.5] * 3], std_values=[[127.5] * 3])
     out = tmp_path / "m.tflite"
     assert rknn.export_tflite(str(out), report_path=str(tmp_path / "report.json")) == 0
@@ -77,7 +39,7 @@ def test_small_model_matches_simulator_per_layer_and_end_to_end(tmp_path, method
         assert rows["c1"]["runs_on"] == "CPU" and "per-channel" in rows["c1"]["why"]
     assert rows["y"]["runs_on"] == "CPU"
 
-    x = _samples((1, 3, 16, 16), 1, seed=7)[0]
+    x = uniform_samples((1, 3, 16, 16), 1, seed=7)[0]
     checks = {c.layer: c for c in compare_layers(rknn._model, {"x": x})}
     assert {"c1", "c2", "c3", "p", "cc", "g", "f"} <= set(checks)
     for name, check in checks.items():
@@ -93,8 +55,8 @@ def test_small_model_matches_simulator_per_layer_and_end_to_end(tmp_path, method
 
 def test_int8_io_and_cli(tmp_path):
     from openrknn.cli.main import main
-    model = _small_model(tmp_path / "m.onnx")
-    for i, sample in enumerate(_samples((1, 3, 16, 16))):
+    model = mixed_layers_model(tmp_path / "m.onnx")
+    for i, sample in enumerate(uniform_samples((1, 3, 16, 16))):
         np.save(tmp_path / f"s{i}.npy", sample)
     (tmp_path / "ds.txt").write_text("".join(f"s{i}.npy\n" for i in range(4)))
     assert main(["convert", str(model), "--format", "tflite", "--dataset", str(tmp_path / "ds.txt"),
@@ -103,7 +65,7 @@ def test_int8_io_and_cli(tmp_path):
     interpreter = Interpreter(model_path=str(tmp_path / "cli.tflite"))
     assert interpreter.get_input_details()[0]["shape"].tolist() == [1, 16, 16, 3]   # NHWC
 
-    rknn = quantized_build(model, _samples((1, 3, 16, 16)))
+    rknn = quantized_build(model, uniform_samples((1, 3, 16, 16)))
     assert rknn._model is not None
     from openrknn.export.tflite import tflite_bytes
     data, _ = tflite_bytes(rknn._model, float_io=False)
@@ -121,7 +83,7 @@ def test_unsupported_op_names_it_and_leaves_no_file(tmp_path, capsys):
     graph = helper.make_graph(nodes, "r", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])], [w, sc])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "r.onnx")
-    rknn = quantized_build(tmp_path / "r.onnx", _samples((1, 3, 8, 8)))
+    rknn = quantized_build(tmp_path / "r.onnx", uniform_samples((1, 3, 8, 8)))
     assert rknn.export_tflite(str(tmp_path / "r.tflite")) == -1
     text = capsys.readouterr().out   # a cubic Resize has no TFLite op
     assert "E export_tflite: Resize 'y'" in text and "cubic" in text
@@ -132,7 +94,7 @@ def test_float_model_is_refused(tmp_path, capsys):
     from rknn.api import RKNN
     rknn = RKNN()
     rknn.config(target_platform="rk3588")
-    assert rknn.load_onnx(str(_small_model(tmp_path / "m.onnx"))) == 0
+    assert rknn.load_onnx(str(mixed_layers_model(tmp_path / "m.onnx"))) == 0
     assert rknn.build(do_quantization=False) == 0
     assert rknn.export_tflite(str(tmp_path / "f.tflite")) == -1
     assert "do_quantization=True" in capsys.readouterr().out

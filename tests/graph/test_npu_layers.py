@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.graph.npu_layers import find_layers, internal_tensors, layer_groups
 from openrknn.graph.passes import optimize
-from tests.conftest import quantized_build
+from tests.helpers import quantized_build
 
 C = 4
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from openrknn.errors import ConfigError
 from openrknn.graph.onnx_edit import parse_transform
 from rknn.utils import onnx_edit
-from tests.conftest import reference_session
+from tests.helpers import reference_session
 
 
 def _model(path: Path) -> Path:

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.graph.npu_layers import internal_tensors, layer_groups
 from openrknn.graph.passes import FUSED_ACTIVATION_KEY, fused_activation, optimize
-from tests.conftest import make_conv_model, reference_session
+from tests.helpers import make_conv_model, reference_session
 
 
 def _run(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:

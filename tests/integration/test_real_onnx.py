@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from rknn.api import RKNN
-from tests.conftest import cosine, reference_session
+from tests.helpers import cosine, reference_session
 
 OCR_MEAN, OCR_STD = [127.5] * 3, [127.5] * 3
 

@@ -6,15 +6,11 @@ recurrent state is carried frame to frame by each model itself.
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, cosine, reference_session
-
-sys.path.insert(0, str(REPO / "bench"))
-from speech_audio import CONTEXT, FRAME, run_vad, speech_clips, tools_missing, write_vad_dataset  # noqa: E402
+from bench.speech_audio import CONTEXT, FRAME, run_vad, speech_clips, tools_missing, write_vad_dataset
+from tests.helpers import cosine, reference_session
 
 MODEL = "silero_vad_16k_op15.onnx"
 SR = np.array(16000, np.int64)

@@ -16,7 +16,7 @@ from openrknn.model_file.container import FLAG_ENCRYPTED, decode, encode, read_f
 from openrknn.model_file.encryption import (  # noqa: E402
     KEY_ENV, KEY_FILE_ENV, PAYLOAD_SECTION, decrypt_container, default_output_path, encrypt_model_file,
     read_model_container)
-from tests.conftest import exported_conv_model  # noqa: E402
+from tests.helpers import exported_conv_model  # noqa: E402
 
 KEY = "correct horse battery staple"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tests.conftest import make_conv_model, quantized_build
+from tests.helpers import make_conv_model, quantized_build
 
 
 def _export(tmp_path, name: str) -> bytes:

@@ -9,7 +9,7 @@ from openrknn.errors import ConfigError, ModelFileError
 from openrknn.model_file import load_model, save_model
 from openrknn.model_file.container import FLAG_ENCRYPTED, encode, read_file
 from openrknn.model_file.sync import export_sync_model, sync_record
-from tests.conftest import exported_conv_model
+from tests.helpers import exported_conv_model
 
 
 @pytest.fixture(scope="module")

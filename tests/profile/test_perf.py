@@ -144,7 +144,7 @@ def test_padded_mac_formula_matches_published_npu_cycles(cin, out_hw, cout, publ
 def test_first_conv_of_an_int8_build_is_costed_int8(tmp_path):
     """The NPU's input stage writes the normalised integers the first Conv reads: in a w8a8 build
     with mean/std that Conv is an int8 layer, like every other one (not float16)."""
-    from tests.conftest import make_conv_model, quantized_build
+    from tests.helpers import make_conv_model, quantized_build
     model = make_conv_model(tmp_path / "m.onnx", size=32)
     rng = np.random.default_rng(0)
     rknn = quantized_build(model, [rng.integers(0, 256, (1, 3, 32, 32)).astype(np.float32) for _ in range(3)],

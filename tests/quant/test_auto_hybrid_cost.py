@@ -12,7 +12,7 @@ from openrknn import chips
 from openrknn.analysis.mixed_precision import _smallest_prefix, predicted_count
 from openrknn.analysis.precision_cost import chip_precisions, layer_times
 from rknn.api import RKNN
-from tests.conftest import three_convs
+from tests.helpers import three_convs
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.conftest import quantized_build
+from tests.helpers import quantized_build
 
 
 def _relu6_model(path):

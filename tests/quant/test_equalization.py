@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.quant.fold import depthwise_pairs, equalize_depthwise
 from rknn.api import RKNN
-from tests.conftest import cosine, reference_session
+from tests.helpers import cosine, reference_session
 
 GAINS = np.array([40.0, 0.05, 1.0, 8.0, 0.2, 3.0, 0.5, 20.0], np.float32)   # very unequal channel ranges
 

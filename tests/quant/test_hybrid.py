@@ -10,7 +10,7 @@ from rknn.api import RKNN
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.conftest import three_convs, reference_session
+from tests.helpers import three_convs, reference_session
 
 CONV2_OUT = "c2"   # tensor written by conv2, the layer whose weights are hard to quantize
 CONV2_LAYER_OUT = "r2"   # what the conv2 layer (Conv + fused Relu) stores: step1 names layers by it

@@ -14,9 +14,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.quant.numerics import QuantParams
 from openrknn.sim.quantized import lower_quantized
-from openrknn.sim.session import make_session
+from openrknn.graph.runner import make_session
 from rknn.api import RKNN
-from tests.conftest import quantized_build
+from tests.helpers import quantized_build
 from tests.quant import integer_reference as ref
 
 SIZE = 6
@@ -233,7 +233,7 @@ def test_lowered_graph_has_no_kernel_that_can_saturate(tmp_path, quant_setup):
     assert "QLinearConv" in {n.op_type for n in lowered.graph.node}
     assert saturating_ops(lowered) == []
     import onnxruntime as ort
-    from openrknn.sim import session as sim_session
+    from openrknn.graph import runner as sim_session
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     options.optimized_model_filepath = str(tmp_path / "optimized.onnx")

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rknn.api import RKNN
-from tests.conftest import cosine
+from tests.helpers import cosine
 
 MEAN, STD = [[127.5, 127.5, 127.5]], [[64.0, 64.0, 64.0]]
 

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.quant import numerics
 from openrknn.sim.quantized import lower_quantized
-from tests.conftest import quantized_build, reference_session
+from tests.helpers import quantized_build, reference_session
 
 
 def _model(path):

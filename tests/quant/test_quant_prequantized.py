@@ -8,7 +8,7 @@ from onnx import numpy_helper
 
 from openrknn.quant import is_prequantized
 from rknn.api import RKNN
-from tests.conftest import cosine, make_conv_model, reference_session
+from tests.helpers import cosine, make_conv_model, reference_session
 
 
 def _quantize(tmp_path, quant_format, op_types=None):

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.conftest import cosine, quantized_build
+from tests.helpers import cosine, quantized_build
 
 
 def outlier_channel_model(path: Path) -> Path:

@@ -11,7 +11,7 @@ from openrknn.analysis.accuracy import AnalysisResult, LayerError
 from openrknn.report import accuracy_html, memory_html, perf_html
 from openrknn.report.graph_svg import layer_graph_svg
 from openrknn.report.svg import bar_chart, histograms, line_plot
-from tests.conftest import make_conv_model, quantized_build
+from tests.helpers import make_conv_model, quantized_build
 
 HOSTILE = '<script>alert("x")</script>&\'<img src=x onerror=1>'
 

@@ -33,7 +33,7 @@ def seed_files() -> tuple[bytes, ...]:
     import numpy as np
 
     from rknn.api import RKNN
-    from tests.conftest import make_conv_model
+    from tests.helpers import make_conv_model
     os.environ.setdefault("OPENRKNN_MODEL_KEY", FUZZ_KEY)
     seeds = []
     with tempfile.TemporaryDirectory() as folder:

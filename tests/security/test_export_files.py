@@ -11,7 +11,7 @@ import pytest
 from openrknn.errors import ModelFileError
 from openrknn.model_file.container import write_atomic
 from rknn.api import RKNN
-from tests.conftest import exported_conv_model
+from tests.helpers import exported_conv_model
 
 
 def _mode(path) -> int:
@@ -55,7 +55,7 @@ def test_stale_temp_files_of_killed_exports_are_removed(tmp_path):
 
 def _export_error(tmp_path, capsys, target) -> str:
     rknn = RKNN()
-    from tests.conftest import make_conv_model
+    from tests.helpers import make_conv_model
     assert rknn.load_onnx(str(make_conv_model(tmp_path / "conv.onnx"))) == 0
     assert rknn.build(do_quantization=False) == 0
     capsys.readouterr()

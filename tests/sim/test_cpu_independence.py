@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rknnlite.api import RKNNLite
-from tests.conftest import quantized_build
+from tests.helpers import quantized_build
 
 QEMU = shutil.which("qemu-x86_64")
 

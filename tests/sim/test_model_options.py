@@ -112,7 +112,7 @@ def _rgb_to_yuv(rgb):
 
 
 def test_inputs_yuv_fmt_nv12_nv21_yuv444_match_rgb(tmp_path):
-    from tests.conftest import make_conv_model
+    from tests.helpers import make_conv_model
     path = make_conv_model(tmp_path / "c.onnx", size=8)
     blocks = np.random.default_rng(5).integers(0, 256, (4, 4, 3))
     rgb = blocks.repeat(2, axis=0).repeat(2, axis=1)           # 2x2 constant blocks: 4:2:0 is exact
@@ -139,7 +139,7 @@ def _run_with(path, cfg, x):
 
 
 def test_compress_weight_shrinks_file_losslessly(tmp_path):
-    from tests.conftest import make_conv_model
+    from tests.helpers import make_conv_model
     path = make_conv_model(tmp_path / "c.onnx", size=8)
     sizes, outputs = {}, {}
     for flag in (False, True):
@@ -179,7 +179,7 @@ def test_sparse_infer_reports_2_4_layers(tmp_path, capsys):
 
 def test_remove_weight_slave_needs_its_master(tmp_path, capsys):
     from rknnlite.api import RKNNLite
-    from tests.conftest import make_conv_model
+    from tests.helpers import make_conv_model
     path = make_conv_model(tmp_path / "c.onnx", size=8)
     for name, flag in (("master", False), ("slave", True)):
         rknn = RKNN()
@@ -208,7 +208,7 @@ def test_remove_weight_slave_needs_its_master(tmp_path, capsys):
 
 
 def test_op_target_runs_layer_in_fp32_and_checks_names(tmp_path, capsys):
-    from tests.conftest import make_conv_model
+    from tests.helpers import make_conv_model
     path = make_conv_model(tmp_path / "c.onnx", size=8)
     rknn = RKNN()
     rknn.config(op_target={"no_such_layer": "cpu"})

@@ -6,7 +6,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from openrknn.sim.session import make_session
+from openrknn.graph.runner import make_session
 
 
 def test_float_weights_between_dequantize_and_quantize_are_kept():

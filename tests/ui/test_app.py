@@ -10,23 +10,13 @@ import pytest
 
 from openrknn.graph.layer_index import count_layers
 from openrknn.model_file import load_model_bytes
-from tests.ui.conftest import wait_job
+from tests.helpers import logged_in, start, upload_model, wait_job
 
 pytest.importorskip("starlette", reason="the workbench tests need the 'ui' extra: pip install 'openrknn[ui]'")
 pytest.importorskip("multipart", reason="the workbench tests need python-multipart (the 'ui' extra)")
 pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx (the 'test' extra)")
 
-from starlette.testclient import TestClient  # noqa: E402
-
 from openrknn.ui.app import create_app  # noqa: E402
-
-
-def logged_in(app, base_url: str = "http://127.0.0.1:8000") -> TestClient:
-    """A client that opened the start URL (session cookie) and sends the page's CSRF token with its posts."""
-    c = TestClient(app, base_url=base_url)
-    assert c.get(f"/?token={app.state.secret}").status_code == 200
-    c.headers["X-CSRF-Token"] = re.search(r"csrf_token=([0-9a-f]+)", c.get("/").text).group(1)
-    return c
 
 
 @pytest.fixture
@@ -35,20 +25,6 @@ def client(tmp_path: Path):
     with logged_in(app) as c:
         c.bench = app.state.bench
         yield c
-
-
-def upload_model(client, path: Path, name: str | None = None):
-    with open(path, "rb") as handle:
-        return client.post("/model", data={"framework": "onnx"},
-                           files={"model_file": (name or path.name, handle.read())}, follow_redirects=False)
-
-
-def start(client, url: str, **kwargs) -> int:
-    response = client.post(url, follow_redirects=False, **kwargs)
-    assert response.status_code == 303, response.text
-    job_id = int(response.headers["location"].rsplit("/", 1)[1])
-    assert wait_job(client.bench, job_id) == "done", client.bench.runner.jobs[job_id].lines
-    return job_id
 
 
 def files_under(folder: str) -> list[str]:

@@ -16,7 +16,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from openrknn.ui.app import create_app  # noqa: E402
 from openrknn.ui.guard import allowed_hosts  # noqa: E402
-from tests.ui.test_app import logged_in  # noqa: E402
+from tests.helpers import logged_in  # noqa: E402
 
 PAGES = ("/", "/config", "/job", "/graph", "/accuracy", "/perf", "/hybrid", "/inference", "/export")
 

@@ -7,12 +7,20 @@ pytest.importorskip("starlette", reason="the workbench tests need the 'ui' extra
 pytest.importorskip("multipart", reason="the workbench tests need python-multipart (the 'ui' extra)")
 pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx (the 'test' extra)")
 
-from tests.api.test_check_limits import _three_surprises  # noqa: E402
-from tests.ui.test_app import client, start, upload_model  # noqa: E402,F401  (client is a fixture)
+from openrknn.ui.app import create_app  # noqa: E402
+from tests.helpers import logged_in, start, three_limit_surprises, upload_model  # noqa: E402
 
 
-def test_graph_page_shows_the_npu_limit_findings(client, tmp_path):  # noqa: F811
-    model = _three_surprises(tmp_path / "surprises.onnx")
+@pytest.fixture
+def client(tmp_path):
+    app = create_app(str(tmp_path / "work"))
+    with logged_in(app) as c:
+        c.bench = app.state.bench
+        yield c
+
+
+def test_graph_page_shows_the_npu_limit_findings(client, tmp_path):
+    model = three_limit_surprises(tmp_path / "surprises.onnx")
     assert upload_model(client, model).headers["location"] == "/config"
     start(client, "/config", data={"target_platform": "rk3566"})
     graph = client.get("/graph").text

@@ -16,8 +16,7 @@ pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx (the 'te
 from openrknn.graph.layer_index import count_layers  # noqa: E402
 from openrknn.ui.app import create_app  # noqa: E402
 from openrknn.ui.jobs import JobRunner  # noqa: E402
-from tests.ui.conftest import wait_job  # noqa: E402
-from tests.ui.test_app import logged_in, start, upload_model  # noqa: E402
+from tests.helpers import logged_in, start, upload_model, wait_job# noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -112,7 +111,7 @@ def test_a_new_model_clears_the_previous_models_errors(client, small_model, tmp_
     if response.status_code == 303:   # the build job found the error: wait for it to fail
         assert wait_job(client.bench, int(response.headers["location"].rsplit("/", 1)[1])) == "failed"
     assert 'id="error-mean_values"' in client.get("/config").text
-    from tests.conftest import make_conv_model
+    from tests.helpers import make_conv_model
     other = make_conv_model(tmp_path / "other.onnx", seed=5)
     assert upload_model(client, other).headers["location"] == "/config"
     assert 'class="error"' not in client.get("/config").text

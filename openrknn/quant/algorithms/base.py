@@ -23,6 +23,12 @@ class CalibrationAlgorithm:
 
     name = ""
     needs_histogram = False
+    install_hint = ""   # what to install when ``available()`` is False
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether what the algorithm needs (an optional extra) is installed; probed without importing it."""
+        return True
 
     def activation_range(self, stats: TensorStats, levels: int) -> tuple[float, float]:
         """Range of an activation quantized to ``levels + 1`` integer values."""
@@ -54,6 +60,11 @@ def get_algorithm(name: str) -> CalibrationAlgorithm:
     if name not in _REGISTRY:
         raise ConfigError(f"quantized_algorithm '{name}' is not valid; choose one of {sorted(_REGISTRY)}")
     return _REGISTRY[name]()
+
+
+def algorithm_class(name: str) -> type[CalibrationAlgorithm] | None:
+    """The class registered as ``name`` (None when there is none)."""
+    return _REGISTRY.get(name)
 
 
 def algorithm_names() -> list[str]:

@@ -5,6 +5,8 @@ outlier widens the scale for every value.
 """
 from __future__ import annotations
 
+import importlib.util
+
 from openrknn.quant.algorithms.base import CalibrationAlgorithm, register_algorithm
 
 
@@ -18,3 +20,11 @@ class AdaRound(Normal):
     """``adaround``: the ranges of ``normal``; the weight rounding is learned by :mod:`openrknn.quant.adaround`."""
 
     name = "adaround"
+    install_hint = "quantized_algorithm 'adaround' needs PyTorch: pip install 'openrknn[torch]'"
+
+    @classmethod
+    def available(cls) -> bool:
+        try:
+            return importlib.util.find_spec("torch") is not None
+        except ValueError:   # torch set to None in sys.modules (import blocked)
+            return False

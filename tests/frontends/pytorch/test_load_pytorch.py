@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rknn.api import RKNN
-from tests.conftest import cosine
+from tests.helpers import cosine
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

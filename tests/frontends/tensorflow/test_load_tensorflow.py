@@ -9,7 +9,7 @@ import pytest
 from openrknn.errors import ModelLoadError, UnsupportedOpError
 from openrknn.frontends.tensorflow import load_tensorflow
 from rknn.api import RKNN
-from tests.conftest import cosine, reference_session
+from tests.helpers import cosine, reference_session
 from tests.frontends.tensorflow import tf_helpers as ref
 from tests.frontends.tensorflow.tf_helpers import GraphWriter
 

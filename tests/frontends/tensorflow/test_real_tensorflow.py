@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from rknn.api import RKNN
-from tests.conftest import cosine
+from tests.helpers import cosine
 
 tf = pytest.importorskip("tensorflow")
 pytest.importorskip("tensorflow.python.framework.convert_to_constants")

@@ -9,7 +9,7 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 
 from openrknn.frontends.tflite import load_tflite  # noqa: E402
 from tflite_writer import ModelWriter, options  # noqa: E402
-from tests.conftest import reference_session
+from tests.helpers import reference_session
 
 RNG = np.random.default_rng(0)
 F32 = np.float32

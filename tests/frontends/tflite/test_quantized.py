@@ -11,7 +11,7 @@ litert = pytest.importorskip("ai_edge_litert.interpreter")
 
 from openrknn.frontends.tflite import load_tflite  # noqa: E402
 from tflite_writer import ModelWriter, options  # noqa: E402
-from tests.conftest import reference_session
+from tests.helpers import reference_session
 
 RNG = np.random.default_rng(3)
 S_IN, Z_IN, S_OUT, Z_OUT = 0.02, -3, 0.05, -128
@@ -79,7 +79,7 @@ def _sim_integers(rknn, x, tensors):
     """The simulator's integer values of ``tensors`` (int8 held as uint8 + 128), NHWC."""
     from onnx import helper
     from openrknn.sim.quantized import lower_quantized
-    from openrknn.sim.session import make_session
+    from openrknn.graph.runner import make_session
     lowered = lower_quantized(rknn._model)
     for name in tensors:
         lowered.graph.output.append(helper.make_empty_tensor_value_info(f"{name}__q"))

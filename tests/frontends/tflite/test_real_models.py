@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("tflite")
 litert = pytest.importorskip("ai_edge_litert.interpreter")
 
-from conftest import cosine  # noqa: E402
+from tests.helpers import cosine  # noqa: E402
 from rknn.api import RKNN  # noqa: E402
 from rknn.api.custom_op import get_node_attr  # noqa: E402
 

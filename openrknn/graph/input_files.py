@@ -1,4 +1,4 @@
-"""Read an image or .npy file as a model input (for ``openrknn run`` and the demo)."""
+"""Read an image or .npy file as the model input a ``TensorSpec`` describes (``openrknn run``, the workbench)."""
 from __future__ import annotations
 
 import os
