@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.conftest import cosine, shared_data_root  # noqa: E402
+from tests.helpers import cosine, shared_data_root  # noqa: E402
 
 # name → (framework, NCHW input size for the ONNX ones, mean, std)
 MODELS = {
@@ -59,7 +59,7 @@ def _measure_audio(name: str, folder: Path) -> dict:
     from openrknn.export.tflite import tflite_bytes
     from openrknn.export.tflite.verify import run_litert
     from rknn.api import RKNN
-    from tests.conftest import reference_session
+    from tests.helpers import reference_session
     path = shared_data_root() / "models" / "onnx" / f"{name}.onnx"
     rknn = RKNN()
     rknn.config(target_platform="rk3588", quantized_method="layer")
@@ -127,7 +127,7 @@ def measure(name: str, folder: Path, test_photo: str | None = None) -> dict:
     rknn.init_runtime(simulate="tflite")
     simulated = rknn.inference(inputs=[nhwc])
     if framework == "onnx":
-        from tests.conftest import reference_session
+        from tests.helpers import reference_session
         float_out = reference_session(path).run(None, {"x": ((x - mean) / std).astype(np.float32)})
     else:
         float_out = run_litert(path.read_bytes(), [((x - mean) / std).astype(np.float32)])

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 
-from openrknn import chips, log
+from openrknn import chips, frontends, log
 from openrknn.errors import ConfigError
 from openrknn.cli.common import parse_input_size_list
 
@@ -58,10 +58,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         if rknn.check_limits(target_platform=args.target_platform, data_type=args.dtype) != 0:
             return 1
         return _finish(rknn, args)
-    if ext == ".onnx":
-        status = rknn.load_onnx(model=args.model, input_size_list=sizes)
-    elif ext == ".tflite" and not sizes:
-        status = rknn.load_tflite(model=args.model)
+    if ext == ".onnx" or (ext == ".tflite" and not sizes):
+        status = frontends.load(rknn, frontends.framework_of(args.model), args.model, input_size_list=sizes)
     else:
         log.error(f"check: '{args.model}': give an .onnx or .rknn model (or a .tflite without --input-size-list)")
         return 1

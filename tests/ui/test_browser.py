@@ -217,8 +217,16 @@ def test_pp_ocr_cls_in_the_browser(browser, workbench, shared_data, tmp_path, do
 
 def error_at(driver, field: str, limit_s: float = 30) -> str:
     """The error text shown next to ``field`` (waits for the page that shows it)."""
-    WebDriverWait(driver, limit_s, 0.1).until(lambda d: d.find_elements(By.ID, f"error-{field}"))
-    return driver.find_element(By.ID, f"error-{field}").text
+    from selenium.common.exceptions import WebDriverException
+
+    def shown(d):
+        try:
+            found = d.find_elements(By.ID, f"error-{field}")
+            return found[0].text if found else None
+        except WebDriverException:   # the page was replaced while being read (the job page moves on by itself)
+            return None
+
+    return WebDriverWait(driver, limit_s, 0.1).until(shown)
 
 
 def test_bad_input_is_shown_next_to_the_field(browser, workbench, small_model, tmp_path):
