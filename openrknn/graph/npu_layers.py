@@ -394,6 +394,14 @@ def layer_groups(graph: onnx.GraphProto) -> list[LayerGroup]:
     return order
 
 
+def same_layer_pairs(graph: onnx.GraphProto) -> set[str]:
+    """First outputs of the nodes that run in the same layer as the producer of their first input
+    (a Relu fused into its Conv): what quantization needs to share one set of parameters."""
+    layer_of = {n.output[0]: _mark(n, LAYER_KEY) for n in graph.node if n.output}
+    return {n.output[0] for n in graph.node if n.output and n.input and _mark(n, LAYER_KEY) is not None
+            and layer_of.get(n.input[0]) == _mark(n, LAYER_KEY)}
+
+
 def internal_tensors(graph: onnx.GraphProto) -> set[str]:
     """Tensors computed inside a layer and never stored."""
     return {t for g in layer_groups(graph) for t in g.internal}

@@ -3,7 +3,8 @@
 ======  ==============================================================================
 level   passes
 ======  ==============================================================================
-0       none: the graph runs as loaded
+0       none: the graph runs as loaded (the NPU layer graph is still marked: rknn-toolkit2
+        2.5.0 fuses Conv+Relu, Conv+hard-swish ... at every level — measured)
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
         static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
         constant condition replaced by the branch it takes, dead nodes
@@ -11,9 +12,9 @@ level   passes
         constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms),
         Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
         (or dropped when they keep the shape)
-3       level 2 + the NPU layer graph (``openrknn.graph.npu_layers``): which nodes run as one
-        layer (Conv/Gemm/MatMul/Add/BatchNorm + activation, Conv + residual Add, decomposed
-        hard-swish / SiLU / Mish / GELU) and which tensors are stored
+3       level 2 (the default). Every level ends with the NPU layer graph
+        (``openrknn.graph.npu_layers``): which nodes run as one layer (Conv/Gemm/MatMul/Add/
+        BatchNorm + activation, Conv + residual Add, decomposed hard-swish / SiLU / Mish / GELU) and which tensors are stored
 ======  ==============================================================================
 
 Levels 1–2 change values only by float rounding (BN folding re-associates a product); the guide's
@@ -39,10 +40,10 @@ from openrknn.graph.passes.layer_marking import mark_npu_layers
 Pass = Callable[[onnx.ModelProto], PassResult]
 
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
-    0: [],
-    1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes],
+    0: [mark_npu_layers],
+    1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
     2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
-        simplify_layout, remove_dead_nodes],
+        simplify_layout, remove_dead_nodes, mark_npu_layers],
     3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
         simplify_layout, remove_dead_nodes, mark_npu_layers],
 }
