@@ -46,6 +46,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
         source_graph = dynamic_shapes.make_dynamic(source_graph, input_names, cfg.dynamic_input)
     graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
+    npu_layers.mark_layers(graph, npu_layers.cpu_nodes(graph.graph, cfg.op_target))   # op_target is the record's
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
     if preprocess:
         npu_layers.mark_layers(graph)   # the mean/std steps just added are the input stage's layer
@@ -83,8 +84,17 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     _record_build_options(model, cfg)
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops, cache)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
-             f"({len(model.graph.graph.node)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
+             f"({_layer_count(model)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
     return model
+
+
+def _layer_count(model: RKNNModel) -> str:
+    """The layer count every page prints (``profile.layers.layer_count``), for the build log."""
+    from openrknn.profile.layers import layer_count
+    try:
+        return str(layer_count(model))
+    except Exception:  # noqa: BLE001 - dynamic shapes: no static layer list; the log line still prints
+        return "?"
 
 
 def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[list[int]]]) -> None:

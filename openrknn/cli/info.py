@@ -30,8 +30,15 @@ def format_model(model: RKNNModel, size: int, path: str = "") -> str:
         lines.append(f"  {t.name}: {t.dtype} {t.shape} {t.layout}{norm}")
     lines.append("outputs:")
     lines += [f"  {t.name}: {t.dtype} {t.shape} {t.layout}" for t in model.outputs]
-    counts = collections.Counter(node.op_type for node in model.graph.graph.node)
-    lines.append(f"layers: {sum(counts.values())}")
+    from openrknn.graph import npu_layers
+    from openrknn.profile.layers import layer_count
+    records = [r for r in npu_layers.model_records(model) if r.kind != "alias"]
+    counts = collections.Counter(r.op_name for r in records)
+    try:
+        total = str(layer_count(model))
+    except Exception as e:  # noqa: BLE001 - a model without static shapes still gets its other lines
+        total = f"? ({e})"
+    lines.append(f"layers: {total} (with {len(model.inputs)} input and {len(model.outputs)} output operators)")
     lines += [f"  {op:<24} {n}" for op, n in counts.most_common()]
     if model.tensor_dtypes and model.is_quantized:
         kinds = collections.Counter(model.tensor_dtypes.values())

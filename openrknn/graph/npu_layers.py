@@ -46,6 +46,16 @@ PRINTED_ACTIVATION = {"Relu": "Relu", "Clip": "Clip", "LeakyRelu": "LeakyRelu", 
                       "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Elu": "Elu", "Selu": "Selu", "HardSwish": "HardSwish",
                       "HardSigmoid": "HardSigmoid", "Gelu": "Gelu", "Swish": "Swish", "Mish": "Mish",
                       "Softplus": "Softplus"}
+# Suffix of a fused activation in the printed OpType (rknn-toolkit2 2.5.0 prints SiLU as ``ConvExSwish``).
+PRINTED_SUFFIX = {"Swish": "ExSwish"}
+# Printed OpType of a layer that is an activation or function of several ONNX nodes on its own.
+PRINTED_ALONE = {"Swish": "exSwish", "LayerNorm": "exNorm", "SDPAttention": "exSDPAttention"}
+# Printed OpType of single ops whose name differs in the real tool's tables.
+PRINTED_NAME = {"Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape", "Upsample": "Resize",
+                "Gemm": "Conv", "GlobalAveragePool": "Conv"}
+# Activations a quantized producer applies by saturating to its output's integer range.
+SATURATING_ACTIVATIONS = frozenset({"Relu", "Clip"})
+TARGET_KEY = "openrknn.target"   # 'CPU' on a node op_target puts on the CPU
 
 
 @dataclass
@@ -342,11 +352,17 @@ def _group(view: _View, members: list[int], activation: str | None) -> LayerGrou
 
 
 # ----------------------------------------------------------------------------- persisted form
-def mark_layers(model: onnx.ModelProto) -> bool:
-    """Write the layer grouping onto the nodes (``openrknn.layer``, ``openrknn.fused_activation``;
-    stale marks removed); True when a mark changed. The ``optimization_level`` 3 pass."""
+def mark_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] | None = None) -> bool:
+    """Write the layer grouping onto the nodes (``openrknn.layer``, ``openrknn.fused_activation``,
+    ``openrknn.target``; stale marks removed); True when a mark changed. ``cpu_nodes`` are the
+    nodes ``op_target`` puts on the CPU (None: keep the targets already marked)."""
+    if cpu_nodes is None:
+        cpu_nodes = frozenset(n.name for n in model.graph.node if _mark(n, TARGET_KEY) == "CPU")
     wanted: dict[str, dict[str, str]] = {}   # by a node's first output (unique in a graph)
-    for group in find_layers(model):
+    for node in model.graph.node:
+        if node.name in cpu_nodes and node.output:
+            wanted.setdefault(node.output[0], {})[TARGET_KEY] = "CPU"
+    for group in find_layers(model, cpu_nodes):
         if len(group.nodes) == 1:
             continue
         for node in group.nodes:
@@ -356,7 +372,7 @@ def mark_layers(model: onnx.ModelProto) -> bool:
     modified = False
     for node in model.graph.node:
         marks = wanted.get(node.output[0], {}) if node.output else {}
-        for key in (LAYER_KEY, FUSED_ACTIVATION_KEY):
+        for key in (LAYER_KEY, FUSED_ACTIVATION_KEY, TARGET_KEY):
             if _mark(node, key) == marks.get(key):
                 continue
             modified = True
@@ -422,3 +438,114 @@ def _set_mark(node: onnx.NodeProto, key: str, value: str) -> None:
             prop.value = value
             return
     node.metadata_props.add(key=key, value=value)
+
+
+# ----------------------------------------------------------------------------- the typed record
+ALIAS_OPS = frozenset({"Identity", "Dropout"})   # vanish in the compiled model (rknn-toolkit2: no layer)
+_WEIGHTED_KINDS = {"Conv": "conv", "ConvTranspose": "conv", "Gemm": "gemm", "MatMul": "gemm"}
+_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Pow", "Where", "Equal",
+                          "Less", "Greater", "And", "Or"})
+_DATA = frozenset({"Concat", "Split", "Slice", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Pad",
+                   "Tile", "DepthToSpace", "SpaceToDepth", "Expand", "Gather", "GatherElements", "GatherND",
+                   "ScatterND", "ScatterElements", "Resize", "Upsample"})
+
+
+@dataclass(frozen=True)
+class LayerRecord:
+    """What the chip executes as one layer.
+
+    Attributes:
+        name: the layer's name (its main node's).
+        nodes: its member ONNX nodes by name (an unnamed node by its first output), in graph
+            order, the main node first.
+        kind: ``conv``, ``conv+add``, ``gemm``, ``activation``, ``elementwise``, ``function``
+            (LayerNorm, attention: integer in and out, float32 inside), ``data``, ``alias``
+            (Identity/Dropout: no layer) or ``other``.
+        op_name: the OpType rknn-toolkit2 prints (``ConvHardSwish``, ``ConvAdd``, ``exSwish`` ...).
+        target: ``NPU`` or ``CPU`` (``op_target``; chip-dependent placement is :func:`target_for`'s).
+        stored: the tensors the layer writes to memory.
+        dtype: the dtype of its first stored tensor (``tensor_dtypes``, else the default given).
+        node_outputs: the first output of each member node (what identifies a node in a graph).
+    """
+
+    name: str
+    nodes: tuple[str, ...]
+    kind: str
+    op_name: str
+    target: str
+    stored: tuple[str, ...]
+    dtype: str
+    node_outputs: tuple[str, ...] = ()
+
+
+def _weighted(node: onnx.NodeProto, consts: set[str]) -> bool:
+    if node.op_type in ("Conv", "ConvTranspose"):
+        return True
+    return node.op_type in ("Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in consts
+
+
+def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
+    """(kind, printed OpType) of one layer."""
+    main = group.main
+    activation = group.activation if len(group.nodes) > 1 else None
+    if activation in FUNCTION_LAYERS:
+        return "function", PRINTED_ALONE[activation]
+    suffix = PRINTED_SUFFIX.get(activation, activation) if activation else ""
+    if not _weighted(main, consts):
+        if len(group.nodes) > 1 and main.op_type not in FUSING_PRODUCERS and activation:
+            return "activation", PRINTED_ALONE.get(activation, activation)   # several ONNX nodes, alone
+        op = main.op_type
+        kind = ("alias" if op in ALIAS_OPS else "activation" if op in _NONLINEAR else
+                "elementwise" if op in _ELEMENTWISE else "data" if op in _DATA else "other")
+        return kind, PRINTED_NAME.get(op, op) + suffix
+    name, kind = ("ConvTranspose" if main.op_type == "ConvTranspose" else "Conv"), _WEIGHTED_KINDS[main.op_type]
+    second = group.nodes[1] if len(group.nodes) > 1 else None
+    if (main.op_type == "Conv" and second is not None and second.op_type == "Add"
+            and len([i for i in second.input if i not in consts]) == 2):   # a residual Add
+        name, kind = name + "Add", "conv+add"
+    return kind, name + suffix
+
+
+def target_for(node: onnx.NodeProto, chip: object | None = None) -> str | None:
+    """Where ``node`` runs when that is decided by the model alone: ``'CPU'`` for an ``op_target``
+    node, else None (the caller's chip data decide). The hook for per-chip NPU limits."""
+    return "CPU" if _mark(node, TARGET_KEY) == "CPU" else None
+
+
+def cpu_nodes(graph: onnx.GraphProto, op_target: dict[str, str] | None) -> frozenset[str]:
+    """Names of the nodes ``op_target`` puts on the CPU (named by node or by output tensor)."""
+    wanted = {k for k, v in (op_target or {}).items() if str(v).lower() == "cpu"}
+    return frozenset(n.name for n in graph.node if n.name in wanted or any(o in wanted for o in n.output))
+
+
+def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None = None,
+                  default_dtype: str = "float16") -> list[LayerRecord]:
+    """The typed layer list of a marked graph, in graph order (see :class:`LayerRecord`)."""
+    consts = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    dtypes = tensor_dtypes or {}
+    records = []
+    for group in layer_groups(graph):
+        if all(n.op_type == "Constant" for n in group.nodes):
+            continue
+        kind, op_name = group_kind_and_name(group, consts)
+        cpu = any(target_for(n) == "CPU" for n in group.nodes)
+        stored = tuple(group.outputs)
+        records.append(LayerRecord(group.name, tuple(n.name or n.output[0] for n in group.nodes), kind, op_name,
+                                   "CPU" if cpu else "NPU", stored,
+                                   dtypes.get(stored[0], default_dtype) if stored else default_dtype,
+                                   tuple(n.output[0] if n.output else "" for n in group.nodes)))
+    return records
+
+
+def model_records(model, default_dtype: str = "float16") -> list[LayerRecord]:
+    """The layer records of a built model (an ``RKNNModel``), its ``op_target`` applied: a model
+    whose metadata names CPU nodes its marks do not have yet (an older file) is re-marked on a copy."""
+    graph = model.graph
+    wanted = cpu_nodes(graph.graph, (model.metadata or {}).get("op_target"))
+    marked = frozenset(n.name for n in graph.graph.node if _mark(n, TARGET_KEY) == "CPU")
+    if not wanted <= marked:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(graph)
+        mark_layers(copy, wanted | marked)
+        graph = copy
+    return layer_records(graph.graph, model.tensor_dtypes, default_dtype)

@@ -193,7 +193,7 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
         return QMATMUL2
     if node.op_type in pass_ops and node.input[0] in f_in and len(f_out) == len([o for o in node.output if o]):
         return PASS
-    if node.op_type in ("Relu", "Clip"):
+    if node.op_type in npu_layers.SATURATING_ACTIVATIONS:   # fused only where the layer record says (mark)
         return FUSED_ACT
     return QFLOAT
 

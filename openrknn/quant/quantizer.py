@@ -24,7 +24,9 @@ from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.quant import annotate, numerics
 from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import CalibrationCache, collect_stats
-from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm
+from openrknn.graph.passes.affine_folding import fold_channel_affine
+from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
+from openrknn.quant.fold import constants_to_initializers, equalize_depthwise
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.settings import DTYPES, DtypeSpec, QuantSettings
@@ -199,8 +201,8 @@ def _prepare(source: onnx.ModelProto) -> onnx.ModelProto:
     graph = onnx.ModelProto()
     graph.CopyFrom(source)
     constants_to_initializers(graph)
-    fold_batchnorm(graph)
-    fold_affine(graph)
+    while fold_batchnorm(graph).modified | fold_channel_affine(graph).modified:   # the graph passes' folding
+        pass
     del graph.graph.value_info[:]
     try:
         return onnx.shape_inference.infer_shapes(graph, data_prop=True)
