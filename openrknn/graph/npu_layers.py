@@ -159,7 +159,29 @@ def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None
     if not members:
         return None
     name = _activation_name(view, [view.nodes[m] for m in members])
+    if name == "HardSwish":
+        members = _hardswish_only(view, members)
     return (members, name) if name else None
+
+
+def _hardswish_only(view: _View, members: list[int]) -> list[int]:
+    """Drop the constant steps after a hard-swish's ``·(1/6)``: rknn-toolkit2 stores the hard-swish
+    output and runs a learnable scale/offset after it as layers of their own (measured, PP-OCRv4 rec)."""
+    ordered = sorted(members)
+    core = [i for i in ordered if view.nodes[i].op_type in _NONLINEAR
+            or (view.nodes[i].op_type == "Mul" and len(view.data_inputs(view.nodes[i])) == 2)]
+    keep = [i for i in ordered if i <= core[-1]]
+    rest = [i for i in ordered if i > core[-1]]
+    if rest:
+        step = view.nodes[rest[0]]
+        value = next((view.scalar(i) for i in step.input if i in view.consts), None)
+        if value is not None and ((step.op_type == "Div" and abs(value - 6.0) < 1e-4)
+                                  or (step.op_type == "Mul" and abs(value - 1 / 6) < 1e-4)):
+            keep.append(rest[0])
+    exits = _exits(view, keep)
+    if len(exits) != 1 or exits[0] != view.nodes[keep[-1]].output[0]:
+        return members
+    return [m for m in members if m in keep]
 
 
 def _activation_name(view: _View, members: list[onnx.NodeProto]) -> str | None:
@@ -224,9 +246,19 @@ def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
     return True
 
 
-def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset()) -> list[LayerGroup]:
+def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
+                fuse_constant_steps: bool = False) -> list[LayerGroup]:
     """Group the nodes of ``model`` into NPU layers (graph order); ``cpu_nodes`` (``op_target``)
-    are never fused with anything."""
+    are never fused with anything.
+
+    By default the grouping is rknn-toolkit2 2.5.0's (measured with ``bench/compare_layers.py``):
+    constant ``Mul``/``Add``/``Sub``/``Div`` steps after an element-wise layer are layers of their
+    own — ``Mul(x, c) → Add(·, c)`` one ``BatchNormalization`` layer, a ``Mul(c, x)`` (constant
+    first, as paddle2onnx exports PP-LCNetV3's learnable scale) a ``Mul`` layer and the ``Add``
+    after it another (rknn-toolkit2 runs that ``Mul`` in float16; here it stays int8, see
+    docs/fidelity.md). ``fuse_constant_steps=True`` is openrknn's exact extra fusion
+    (the steps join the layer before them: one int8 rounding fewer); never the default. The
+    input stage's mean/std steps are always one layer with the input."""
     view = _View(model.graph)
     taken: set[int] = set()
     groups: list[LayerGroup] = []
@@ -234,10 +266,31 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset())
         if index in taken:
             continue
         members, activation = _layer_from(view, index, taken, cpu_nodes)
-        members = _with_constant_steps(view, members, taken, cpu_nodes)
+        if fuse_constant_steps or _is_preprocess(view.nodes[members[0]]):
+            members = _with_constant_steps(view, members, taken, cpu_nodes)
+        elif len(members) == 1 and _is_affine_pair(view, members[0], taken, cpu_nodes):
+            members = members + view.readers[view.nodes[members[0]].output[0]]
         taken.update(members)
         groups.append(_group(view, members, activation))
     return groups
+
+
+def _is_preprocess(node: onnx.NodeProto) -> bool:
+    return _mark(node, "openrknn.preprocess") is not None   # graph/preprocess.PREPROCESS_KEY
+
+
+def _is_affine_pair(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> bool:
+    """``Mul(x, c) → Add(·, c')`` (data first, constants second): rknn-toolkit2 runs the pair as one
+    ``BatchNormalization`` layer."""
+    mul = view.nodes[index]
+    if mul.op_type != "Mul" or len(mul.input) != 2 or mul.input[0] in view.consts or mul.input[1] not in view.consts \
+            or mul.output[0] in view.outputs or mul.name in cpu_nodes:
+        return False
+    readers = view.readers.get(mul.output[0], [])
+    if len(readers) != 1 or readers[0] in taken:
+        return False
+    add = view.nodes[readers[0]]
+    return add.op_type == "Add" and add.name not in cpu_nodes and len(add.input) == 2 and add.input[1] in view.consts
 
 
 def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> tuple[list[int], str | None]:
@@ -495,6 +548,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
         if len(group.nodes) > 1 and main.op_type not in FUSING_PRODUCERS and activation:
             return "activation", PRINTED_ALONE.get(activation, activation)   # several ONNX nodes, alone
         op = main.op_type
+        if op == "Mul" and [n.op_type for n in group.nodes] == ["Mul", "Add"]:
+            return "elementwise", "BatchNormalization"   # Mul(x, c) → Add(·, c'): rknn-toolkit2's name
         kind = ("alias" if op in ALIAS_OPS else "activation" if op in _NONLINEAR else
                 "elementwise" if op in _ELEMENTWISE else "data" if op in _DATA else "other")
         return kind, PRINTED_NAME.get(op, op) + suffix
@@ -530,9 +585,9 @@ def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None =
         kind, op_name = group_kind_and_name(group, consts)
         cpu = any(target_for(n) == "CPU" for n in group.nodes)
         stored = tuple(group.outputs)
+        dtype = dtypes.get(stored[0], default_dtype) if stored else default_dtype
         records.append(LayerRecord(group.name, tuple(n.name or n.output[0] for n in group.nodes), kind, op_name,
-                                   "CPU" if cpu else "NPU", stored,
-                                   dtypes.get(stored[0], default_dtype) if stored else default_dtype,
+                                   "CPU" if cpu else "NPU", stored, dtype,
                                    tuple(n.output[0] if n.output else "" for n in group.nodes)))
     return records
 
