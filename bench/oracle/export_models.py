@@ -65,6 +65,7 @@ def _yolov5(yaml):
 
 def _encoder():
     import torch
+    torch.backends.mha.set_fastpath_enabled(False)   # the fused kernel has no ONNX form
 
     class Encoder(torch.nn.Module):
         """A small transformer encoder over 16 tokens of 64 features (2 layers, 4 heads)."""
@@ -105,6 +106,7 @@ MODELS = {   # name -> (factory, input shape)
 
 
 def export(name: str, cache: Path, opset: int = 13) -> Path:
+    """Write ``name`` at ``opset`` (17 when an op needs it: the attention models)."""
     import torch
     path = cache / f"{name}.onnx"
     if path.exists():
@@ -115,8 +117,12 @@ def export(name: str, cache: Path, opset: int = 13) -> Path:
     x = torch.rand(*shape)
     tmp = path.with_suffix(".tmp")
     with torch.no_grad():
-        torch.onnx.export(model, (x,), str(tmp), input_names=["x"], opset_version=opset, dynamo=False,
-                          do_constant_folding=True)
+        try:
+            torch.onnx.export(model, (x,), str(tmp), input_names=["x"], opset_version=opset, dynamo=False,
+                              do_constant_folding=True)
+        except torch.onnx.errors.UnsupportedOperatorError:   # attention: opset 14 has its ONNX form
+            torch.onnx.export(model, (x,), str(tmp), input_names=["x"], opset_version=17, dynamo=False,
+                              do_constant_folding=True)
     tmp.rename(path)
     return path
 

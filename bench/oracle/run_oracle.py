@@ -11,8 +11,10 @@ kept, so the corpus resumes):
 
 * the layer count of the "Network Layer Information Table" and of openrknn's ``eval_perf``;
 * the OpType × DataType histogram of both;
-* int8: the stored (quantized) tensors of both ``hybrid_quantization_step1`` configs, how many are
-  common, and how many common per-tensor scales agree within 0.5 %.
+* the stored tensors — rknn-toolkit2's "Feature Tensor Information Table", openrknn's layer record
+  (``LayerRecord.stored`` and the inputs) — and how many are common;
+* int8: for the common stored tensors both ``hybrid_quantization_step1`` configs scale per tensor,
+  how many scales agree within 0.5 %.
 
 ``--table`` prints the Markdown table for ``docs/fidelity.md`` from the cached results.
 """
@@ -78,6 +80,22 @@ def parse_table(text: str) -> list[tuple[str, str, str, str]]:
     return [r[1:] for r in rows]
 
 
+def feature_tensors(text: str) -> list[str]:
+    """Tensor names of the first "Feature Tensor Information Table": what rknn-toolkit2 stores."""
+    names, state = [], 0
+    for line in text.splitlines():
+        body = line.split("]", 1)[-1].strip() if "RKNN:" in line else line.strip()
+        if state == 0 and "Feature Tensor Information Table" in body:
+            state = 1
+            continue
+        parts = body.split()
+        if state == 1 and len(parts) > 4 and parts[0].isdigit():
+            names.append(parts[2])
+        elif state == 1 and names and body.startswith("----"):
+            break
+    return list(dict.fromkeys(names))
+
+
 def scales_of(cfg: Path) -> dict[str, float]:
     from compare_layers import activation_scales
     return activation_scales(cfg) if cfg.exists() else {}
@@ -139,15 +157,19 @@ def ours(job: dict, work: Path) -> dict:
         r = RKNN()
         assert configure(r) == 0
         assert r.build(do_quantization=job["quant"], dataset=job["dataset"]) == 0
-        rows = [(layer.op_type, layer.data_type.upper(), layer.target, layer.full_name)
-                for layer in estimate_perf(r._model, get_chip(job["platform"])).layers]
+        from openrknn.graph import npu_layers
+        layers = estimate_perf(r._model, get_chip(job["platform"])).layers
+        rows = [(layer.op_type, layer.data_type.upper(), layer.target, layer.full_name) for layer in layers]
+        # what the layers store: the record's stored tensors and the graph inputs
+        stored = [t.name for t in r._model.inputs] + [t for rec in npu_layers.model_records(r._model)
+                                                        if rec.kind != "alias" for t in rec.stored]
         scales = {}
         if job["quant"]:
             s = RKNN()
             assert configure(s) == 0
             assert s.hybrid_quantization_step1(dataset=job["dataset"]) == 0
             scales = scales_of(next(work.glob("*.quantization.cfg"), work / "none"))
-        return {"rows": rows, "scales": scales}
+        return {"rows": rows, "scales": scales, "stored": stored}
     finally:
         os.chdir(here)
 
@@ -160,7 +182,8 @@ def vendor(job: dict, work: Path, venv: Path) -> dict:
     if done.returncode != 0 or not rows:
         tail = [line for line in log.splitlines() if "Error" in line or "error" in line][-3:]
         raise RuntimeError(f"rknn-toolkit2 failed (rc {done.returncode}): {' | '.join(tail)[:400]}")
-    return {"rows": rows, "scales": scales_of(next(work.glob("*.quantization.cfg"), work / "none"))}
+    return {"rows": rows, "scales": scales_of(next(work.glob("*.quantization.cfg"), work / "none")),
+            "stored": feature_tensors(log)}
 
 
 def compare(theirs: dict, mine: dict) -> dict:
@@ -170,13 +193,15 @@ def compare(theirs: dict, mine: dict) -> dict:
     out = {"layers_rknn": len(theirs["rows"]), "layers_openrknn": len(mine["rows"]),
            "histogram_match": common_rows / max(len(theirs["rows"]), len(mine["rows"]), 1),
            "hist_rknn": dict(hist_t), "hist_openrknn": dict(hist_o)}
+    vt, vo = set(theirs["stored"]), set(mine["stored"])
+    common = sorted(vt & vo)
+    out.update({"stored_rknn": len(vt), "stored_openrknn": len(vo), "stored_common": len(common),
+                "only_rknn": sorted(vt - vo)[:8], "only_openrknn": sorted(vo - vt)[:8]})
     st, so = theirs["scales"], mine["scales"]
     if st:
-        common = sorted(set(st) & set(so))
-        close = [n for n in common if abs(so[n] / st[n] - 1) <= 0.005]
-        out.update({"stored_rknn": len(st), "stored_openrknn": len(so), "stored_common": len(common),
-                    "scales_close": len(close),
-                    "only_rknn": sorted(set(st) - set(so))[:8], "only_openrknn": sorted(set(so) - set(st))[:8]})
+        scaled = [n for n in common if n in st and n in so]
+        out.update({"scales_compared": len(scaled),
+                    "scales_close": sum(1 for n in scaled if abs(so[n] / st[n] - 1) <= 0.005)})
     return out
 
 
@@ -237,10 +262,9 @@ def table(cache: Path) -> str:
                          f"{('openrknn: ' + r['openrknn_error'][:120]) if 'openrknn_error' in r else ''} | | | | |")
             continue
         delta = r["layers_openrknn"] / r["layers_rknn"] - 1
-        stored = (f"{r['stored_common']}/{r['stored_rknn']} ({r['stored_common'] / max(r['stored_rknn'], 1):.0%})"
-                  if "stored_rknn" in r else "—")
-        scales = (f"{r['scales_close']}/{r['stored_common']} ({r['scales_close'] / max(r['stored_common'], 1):.0%})"
-                  if "stored_rknn" in r else "—")
+        stored = f"{r['stored_common']}/{r['stored_rknn']} ({r['stored_common'] / max(r['stored_rknn'], 1):.0%})"
+        scales = (f"{r['scales_close']}/{r['scales_compared']} ({r['scales_close'] / max(r['scales_compared'], 1):.0%})"
+                  if "scales_compared" in r else "—")
         lines.append(f"{head} {r['layers_rknn']} / {r['layers_openrknn']} ({delta:+.0%}) | {r['histogram_match']:.0%} | "
                      f"{stored} | {scales} | {why(r)} |")
     return "\n".join(lines)
@@ -269,8 +293,8 @@ def main(argv=None) -> int:
                 r = run_one(name, platform, dtype, cache, venv)
                 status = r.get("rknn_error") or r.get("openrknn_error") or (
                     f"{r['layers_rknn']} vs {r['layers_openrknn']} layers, hist {r['histogram_match']:.0%}"
-                    + (f", stored {r['stored_common']}/{r['stored_rknn']}, scales {r['scales_close']}"
-                       if 'stored_rknn' in r else ""))
+                    + (f", stored {r['stored_common']}/{r['stored_rknn']}" if 'stored_rknn' in r else "")
+                    + (f", scales {r['scales_close']}/{r['scales_compared']}" if 'scales_compared' in r else ""))
                 print(f"{name} {platform} {dtype}: {status} ({r['seconds']} s)", flush=True)
     return 0
 
