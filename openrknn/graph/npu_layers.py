@@ -46,8 +46,9 @@ PRINTED_ACTIVATION = {"Relu": "Relu", "Clip": "Clip", "LeakyRelu": "LeakyRelu", 
                       "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Elu": "Elu", "Selu": "Selu", "HardSwish": "HardSwish",
                       "HardSigmoid": "HardSigmoid", "Gelu": "Gelu", "Swish": "Swish", "Mish": "Mish",
                       "Softplus": "Softplus"}
-# Suffix of a fused activation in the printed OpType (rknn-toolkit2 2.5.0 prints SiLU as ``ConvExSwish``).
-PRINTED_SUFFIX = {"Swish": "ExSwish"}
+# Suffix of a fused activation in the printed OpType (rknn-toolkit2 2.5.0 prints SiLU as
+# ``ConvExSwish`` and GELU as ``ConvExGelu``: measured on YOLOv8 and ConvNeXt).
+PRINTED_SUFFIX = {"Swish": "ExSwish", "Gelu": "ExGelu"}
 # Printed OpType of a layer that is an activation or function of several ONNX nodes on its own.
 PRINTED_ALONE = {"Swish": "exSwish", "LayerNorm": "exNorm", "SDPAttention": "exSDPAttention"}
 # Printed OpType of single ops whose name differs in the real tool's tables.

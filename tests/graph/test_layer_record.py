@@ -87,3 +87,20 @@ def test_record_fields():
     # re-marking without naming the CPU nodes keeps them (the build's preprocess re-mark)
     npu_layers.mark_layers(model)
     assert {r.name: r.target for r in npu_layers.layer_records(model.graph)}["relu2"] == "CPU"
+
+
+def test_conv_gelu_prints_as_rknn_toolkit2_does():
+    """x·0.5·(1 + erf(x/√2)) after a Conv: rknn-toolkit2 2.5.0 prints ``ConvExGelu`` (ConvNeXt, measured)."""
+    rng = np.random.default_rng(1)
+    consts = [numpy_helper.from_array(rng.normal(0, .3, (4, 4, 1, 1)).astype(np.float32), "w"),
+              numpy_helper.from_array(np.array(1.4142135, np.float32), "r2"),
+              numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+              numpy_helper.from_array(np.array(0.5, np.float32), "half")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Div", ["c", "r2"], ["d"]),
+             helper.make_node("Erf", ["d"], ["e"]), helper.make_node("Add", ["e", "one"], ["p"]),
+             helper.make_node("Mul", ["c", "p"], ["m"]), helper.make_node("Mul", ["m", "half"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    npu_layers.mark_layers(model)
+    assert [(r.op_name, r.stored) for r in npu_layers.layer_records(model.graph)] == [("ConvExGelu", ("y",))]
