@@ -258,8 +258,9 @@ def table(cache: Path) -> str:
         r = json.loads(path.read_text())
         head = f"| {r['model']} | {r['platform']} | {r['dtype']} |"
         if "rknn_error" in r or "openrknn_error" in r:
-            lines.append(f"{head} oracle could not run: {r.get('rknn_error', '')[:120]} "
-                         f"{('openrknn: ' + r['openrknn_error'][:120]) if 'openrknn_error' in r else ''} | | | | |")
+            reason = r.get("rknn_error", "").split("|")[-1].strip()[:100]
+            ours_state = ("openrknn: " + r["openrknn_error"][:100]) if "openrknn_error" in r else "openrknn converts it"
+            lines.append(f"{head} oracle could not run: {reason.replace('|', '/')} | | | | {ours_state} |")
             continue
         delta = r["layers_openrknn"] / r["layers_rknn"] - 1
         stored = f"{r['stored_common']}/{r['stored_rknn']} ({r['stored_common'] / max(r['stored_rknn'], 1):.0%})"
