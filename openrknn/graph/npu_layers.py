@@ -35,8 +35,10 @@ LAYER_NORM = "LayerNorm"   # the function name of a decomposed-normalisation lay
 ATTENTION = "SDPAttention"   # ... and of a scaled dot-product attention layer
 FUNCTION_LAYERS = frozenset({LAYER_NORM, ATTENTION})   # integer in and out, float32 inside
 
-# Producers the NPU fuses a following activation into (seed 002 §8.4.2).
-FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "BatchNormalization"})
+# Producers the NPU fuses a following activation into (seed 002 §8.4.2). A ReduceSum over the
+# channels is lowered to a 1×1 convolution by rknn-toolkit2, which fuses the Clip after it
+# (``ConvClip``, measured on a YOLO-style score sum).
+FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "BatchNormalization", "ReduceSum"})
 _NONLINEAR = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Elu", "Selu", "HardSwish",
                         "HardSigmoid", "Gelu", "Softplus", "Mish", "Erf", "Swish"})
 _ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Pow"})
@@ -54,6 +56,8 @@ PRINTED_ALONE = {"Swish": "exSwish", "LayerNorm": "exNorm", "SDPAttention": "exS
 # Printed OpType of single ops whose name differs in the real tool's tables.
 PRINTED_NAME = {"Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape", "Upsample": "Resize",
                 "Gemm": "Conv", "GlobalAveragePool": "Conv"}
+# ... and of a layer whose main node is one of these (the op it is lowered to).
+PRINTED_LOWERED = {"ReduceSum": "Conv"}
 # Activations a quantized producer applies by saturating to its output's integer range.
 SATURATING_ACTIVATIONS = frozenset({"Relu", "Clip"})
 TARGET_KEY = "openrknn.target"   # 'CPU' on a node op_target puts on the CPU
@@ -244,7 +248,18 @@ def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
         return len(node.input) > 1 and node.input[1] in view.consts
     if node.op_type == "Add":   # an element-wise layer of two tensors; Add(x, constant) is an activation step
         return len(view.data_inputs(node)) == 2
+    if node.op_type == "ReduceSum":
+        return _channel_sum(view, node)
     return True
+
+
+def _channel_sum(view: _View, node: onnx.NodeProto) -> bool:
+    """A ReduceSum over axis 1 only, dimensions kept: a 1×1 convolution with all-ones weights."""
+    keepdims = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
+    axes = next((list(a.ints) for a in node.attribute if a.name == "axes"), None)
+    if axes is None and len(node.input) > 1 and node.input[1] in view.scalars:
+        axes = [int(v) for v in numpy_helper.to_array(view.scalars[node.input[1]]).ravel()]
+    return bool(keepdims) and axes == [1]
 
 
 def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
@@ -549,6 +564,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
         if len(group.nodes) > 1 and main.op_type not in FUSING_PRODUCERS and activation:
             return "activation", PRINTED_ALONE.get(activation, activation)   # several ONNX nodes, alone
         op = main.op_type
+        if op in PRINTED_LOWERED and activation:   # ReduceSum + Clip: ConvClip
+            return "conv", PRINTED_LOWERED[op] + suffix
         if op == "Mul" and [n.op_type for n in group.nodes] == ["Mul", "Add"]:
             return "elementwise", "BatchNormalization"   # Mul(x, c) → Add(·, c'): rknn-toolkit2's name
         kind = ("alias" if op in ALIAS_OPS else "activation" if op in _NONLINEAR else

@@ -104,3 +104,22 @@ def test_conv_gelu_prints_as_rknn_toolkit2_does():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     npu_layers.mark_layers(model)
     assert [(r.op_name, r.stored) for r in npu_layers.layer_records(model.graph)] == [("ConvExGelu", ("y",))]
+
+
+def test_channel_sum_with_clip_is_conv_clip():
+    """ReduceSum over the channels → Clip: rknn-toolkit2 2.5.0 lowers the sum to a 1×1 conv and
+    fuses the Clip (``ConvClip``, measured); a sum over another axis stays a ReduceSum layer."""
+    def model(axis: int) -> onnx.ModelProto:
+        consts = [numpy_helper.from_array(np.array([axis], np.int64), "axes"),
+                  numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+                  numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+        nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["s"], name="sum", keepdims=1),
+                 helper.make_node("Clip", ["s", "lo", "hi"], ["y"], name="clip")]
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], consts)
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        npu_layers.mark_layers(m)
+        return m
+    assert [(r.op_name, r.kind, r.stored) for r in npu_layers.layer_records(model(1).graph)] == \
+        [("ConvClip", "conv", ("y",))]
+    assert [r.op_name for r in npu_layers.layer_records(model(2).graph)] == ["ReduceSum", "Clip"]
