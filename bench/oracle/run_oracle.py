@@ -12,7 +12,8 @@ kept, so the corpus resumes):
 * the layer count of the "Network Layer Information Table" and of openrknn's ``eval_perf``;
 * the OpType × DataType histogram of both;
 * the stored tensors — rknn-toolkit2's "Feature Tensor Information Table", openrknn's layer record
-  (``LayerRecord.stored`` and the inputs) — and how many are common;
+  (``LayerRecord.stored`` and the inputs) — by ONNX origin (:func:`origin` strips the suffixes
+  rknn-toolkit2 gives tensors it derives), and how many are common;
 * int8: for the common stored tensors both ``hybrid_quantization_step1`` configs scale per tensor,
   how many scales agree within 0.5 %.
 
@@ -24,6 +25,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -186,6 +188,20 @@ def vendor(job: dict, work: Path, venv: Path) -> dict:
             "stored": feature_tensors(log)}
 
 
+# Suffixes rknn-toolkit2 gives the tensors it creates while lowering (a reshape around a layer, a
+# second output, the stages of a global pooling, a type conversion) and openrknn's input stage:
+# stripped before names are compared, so a tensor counts as common when both store its ONNX origin.
+_DERIVED = re.compile(r"(_exSecondary|-rs|_rs|_tp|_sw|_mm|_2conv\d+|_2ln|#\d+|__cvt\w*|_cvt\w*|__scaled)$")
+
+
+def origin(name: str) -> str:
+    """The ONNX tensor a stored tensor comes from."""
+    previous = None
+    while previous != name:
+        previous, name = name, _DERIVED.sub("", name)
+    return name
+
+
 def compare(theirs: dict, mine: dict) -> dict:
     hist_t = collections.Counter(f"{r[0]} {r[1]}" for r in theirs["rows"])
     hist_o = collections.Counter(f"{r[0]} {r[1]}" for r in mine["rows"])
@@ -193,10 +209,10 @@ def compare(theirs: dict, mine: dict) -> dict:
     out = {"layers_rknn": len(theirs["rows"]), "layers_openrknn": len(mine["rows"]),
            "histogram_match": common_rows / max(len(theirs["rows"]), len(mine["rows"]), 1),
            "hist_rknn": dict(hist_t), "hist_openrknn": dict(hist_o)}
-    vt, vo = set(theirs["stored"]), set(mine["stored"])
+    vt, vo = {origin(n) for n in theirs["stored"]}, {origin(n) for n in mine["stored"]}
     common = sorted(vt & vo)
     out.update({"stored_rknn": len(vt), "stored_openrknn": len(vo), "stored_common": len(common),
-                "only_rknn": sorted(vt - vo)[:8], "only_openrknn": sorted(vo - vt)[:8]})
+                "only_rknn": sorted(vt - vo), "only_openrknn": sorted(vo - vt)})
     st, so = theirs["scales"], mine["scales"]
     if st:
         scaled = [n for n in common if n in st and n in so]
