@@ -48,8 +48,9 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     log.info(f"build: optimizing the graph (optimization_level {cfg.optimization_level}) for {chip.name}")
     graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
+    npu_layers.mark_layers(graph, npu_layers.cpu_nodes(graph.graph, cfg.op_target))   # op_target is the record's
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
-    if cfg.optimization_level >= 3 and preprocess:
+    if preprocess:
         npu_layers.mark_layers(graph)   # the mean/std steps just added are the input stage's layer
     layouts = _layouts(source)
     if cfg.inputs_yuv_fmt:

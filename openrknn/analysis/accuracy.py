@@ -22,6 +22,7 @@ from onnx import helper
 
 from openrknn import log
 from openrknn.errors import RuntimeStateError
+from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.runner import GraphRunner
@@ -135,12 +136,11 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],
     log.info("accuracy_analysis: running the float model and the simulator (entire), then each layer alone (single)")
     golden_graph = onnx.shape_inference.infer_shapes(model.golden)
     golden = _run_all(golden_graph, feeds, custom_ops)
-    executable, fused_into = _expose_quantized(_lowered(model))
-    simulated = _run_all(executable, feeds, custom_ops)
+    simulated = _run_all(_expose_quantized(_lowered(model)), feeds, custom_ops)
     result = AnalysisResult(golden=golden)
     for name in list(feeds):
         result.rows.append(_row("Input", name, golden.get(name), _sim_value(simulated, name)))
-    fused = set(fused_into.values())
+    fused = npu_layers.internal_tensors(golden_graph.graph)   # the layer record: computed, never stored
     for node in golden_graph.graph.node:
         for out in node.output:
             result.layer_inputs[out] = [i for i in node.input if i in golden and _is_float(golden[i])]
@@ -149,7 +149,7 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],
                 if sim_value is not None:
                     result.simulator[out] = sim_value
                 result.rows.append(_row(node.op_type, out, golden[out], sim_value))
-    _single_layer_errors(model, golden_graph, golden, result, fused_into, custom_ops)
+    _single_layer_errors(model, golden_graph, golden, result, custom_ops)
     return result
 
 
@@ -161,16 +161,11 @@ def _lowered(model: RKNNModel) -> onnx.ModelProto:
     return lower(model)
 
 
-def _expose_quantized(graph: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, str]]:
+def _expose_quantized(graph: onnx.ModelProto) -> onnx.ModelProto:
     """Add a DequantizeLinear for every quantized tensor ``t__q`` of the lowered graph (with the
-    lowering's own ``t__s``/``t__z``), and find fused activations: ``Identity(a__q) -> b__q`` means
-    ``b`` is computed inside ``a``'s layer. Returns the graph and ``{b: a}``."""
+    lowering's own ``t__s``/``t__z``)."""
     inits = {i.name: i for i in graph.graph.initializer}
     produced = {o for n in graph.graph.node for o in n.output}
-    fused_into: dict[str, str] = {}
-    for node in graph.graph.node:
-        if node.op_type == "Identity" and node.input[0].endswith("__q") and node.output[0].endswith("__q"):
-            fused_into[node.output[0][:-3]] = node.input[0][:-3]
     extra = []
     for name in sorted(o[:-3] for o in produced if o.endswith("__q")):
         scale, zero = inits.get(f"{name}__s"), inits.get(f"{name}__z")
@@ -180,7 +175,7 @@ def _expose_quantized(graph: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str
         extra.append(helper.make_node("DequantizeLinear", [f"{name}__q", scale.name, zero.name], [f"{name}__dq"],
                                       name=f"{name}__analysis_dq", **axis))
     graph.graph.node.extend(extra)
-    return graph, fused_into
+    return graph
 
 
 def _row(op_type: str, name: str, gold: np.ndarray | None, sim: np.ndarray | None) -> LayerError:
@@ -221,29 +216,26 @@ def _run_all(model: onnx.ModelProto, feeds: dict[str, np.ndarray],
 
 
 def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden: dict[str, np.ndarray],
-                         result: AnalysisResult, fused_into: dict[str, str],
-                         custom_ops: CustomOpRegistry | None = None) -> None:
+                         result: AnalysisResult, custom_ops: CustomOpRegistry | None = None) -> None:
+    """Each layer of the record (``openrknn.graph.npu_layers``) alone, from golden inputs: a fused
+    activation runs with the Conv it is fused into, as the NPU does."""
     rows = {r.tensor: r for r in result.rows}
     types = {v.name: v for v in list(golden_graph.graph.value_info) + list(golden_graph.graph.input)
              + list(golden_graph.graph.output)}
     # constants as the built model stores them (quantized weights), else the golden float ones
     inits = {i.name: i for i in golden_graph.graph.initializer}
     inits.update({i.name: i for i in model.graph.graph.initializer if i.name in inits})
-    producer = {o: n for n in golden_graph.graph.node for o in n.output}
     from tqdm import tqdm   # each layer runs alone: the long part, so it shows a bar (as the original's)
-    for node in tqdm(golden_graph.graph.node, desc="I accuracy_analysis: single layers", unit="layer", disable=None,
-                     leave=False):
-        outs = [o for o in node.output if o in rows and o in result.simulator and _is_float(golden[o])]
-        if not outs or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+    for group in tqdm(npu_layers.layer_groups(golden_graph.graph), desc="I accuracy_analysis: single layers",
+                      unit="layer", disable=None, leave=False):
+        outs = [o for o in group.outputs if o in rows and o in result.simulator and _is_float(golden[o])]
+        if not outs or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                           for n in group.nodes for a in n.attribute):
             continue
-        group = [node]
-        for out in outs:                         # a fused activation runs with the layer it is fused into
-            if out in fused_into and fused_into[out] in producer:
-                group.insert(0, producer[fused_into[out]])
         try:
-            values = _run_single(model, golden_graph, group, types, inits, golden, custom_ops)
+            values = _run_single(model, golden_graph, group.nodes, outs, types, inits, golden, custom_ops)
         except Exception as e:  # a layer that cannot run alone keeps a blank 'single' cell
-            log.debug(f"accuracy_analysis: layer '{node.name}' not run alone: {e}")
+            log.debug(f"accuracy_analysis: layer '{group.name}' not run alone: {e}")
             continue
         for out in outs:
             sim = _sim_value(values, out)
@@ -251,16 +243,15 @@ def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden
                 rows[out].single_cos, rows[out].single_euc = cosine(golden[out], sim), euclidean(golden[out], sim)
 
 
-def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onnx.NodeProto], types, inits,
-                golden: dict[str, np.ndarray], custom_ops: CustomOpRegistry | None = None) -> dict[str, np.ndarray]:
-    """Lower and run one layer (one node, or a node and its fused activation) alone, its inputs being
-    golden values."""
+def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onnx.NodeProto], outputs: list[str],
+                types, inits, golden: dict[str, np.ndarray],
+                custom_ops: CustomOpRegistry | None = None) -> dict[str, np.ndarray]:
+    """Lower and run one layer (its nodes) alone, its inputs being golden values."""
     from openrknn.graph.rknn_model import RKNNModel as Record
 
     inside = {o for n in nodes for o in n.output}
     used = list(dict.fromkeys(i for n in nodes for i in n.input if i))
     feed_names = [i for i in used if i not in inits and i not in inside]
-    outputs = [o for o in nodes[-1].output if o]
     graph = helper.make_graph(
         list(nodes), f"single_{nodes[-1].name}",
         [types[i] if i in types else helper.make_tensor_value_info(i, onnx.TensorProto.FLOAT, None) for i in feed_names],
@@ -271,5 +262,4 @@ def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onn
     record = Record(graph=single, inputs=[], outputs=[], float_dtype=model.float_dtype,
                     quantized_dtype=model.quantized_dtype, tensor_dtypes=model.tensor_dtypes,
                     quant_params=model.quant_params, metadata=model.metadata)
-    executable, _ = _expose_quantized(_lowered(record))
-    return _run_all(executable, {i: golden[i] for i in feed_names}, custom_ops)
+    return _run_all(_expose_quantized(_lowered(record)), {i: golden[i] for i in feed_names}, custom_ops)

@@ -38,8 +38,11 @@ def format_model(model: RKNNModel, size: int, path: str = "", params: bool = Fal
         lines.append(f"  {t.name}: {t.dtype} {t.shape} {t.layout}{norm}")
     lines.append("outputs:")
     lines += [f"  {t.name}: {t.dtype} {t.shape} {t.layout}" for t in model.outputs]
-    counts = collections.Counter(node.op_type for node in model.graph.graph.node)
-    lines.append(f"layers: {count_layers(model.graph.graph)} NPU layers of {sum(counts.values())} ONNX nodes:")
+    from openrknn.graph import npu_layers
+    records = [r for r in npu_layers.model_records(model) if r.kind != "alias"]
+    counts = collections.Counter(r.op_name for r in records)   # as Rockchip's layer table prints them
+    nodes = len(model.graph.graph.node)
+    lines.append(f"layers: {count_layers(model.graph.graph)} NPU layers of {nodes} ONNX nodes:")
     lines += [f"  {op:<24} {n}" for op, n in counts.most_common()]
     if model.tensor_dtypes and model.is_quantized:
         kinds = collections.Counter(model.tensor_dtypes.values())

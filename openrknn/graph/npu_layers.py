@@ -35,8 +35,10 @@ LAYER_NORM = "LayerNorm"   # the function name of a decomposed-normalisation lay
 ATTENTION = "SDPAttention"   # ... and of a scaled dot-product attention layer
 FUNCTION_LAYERS = frozenset({LAYER_NORM, ATTENTION})   # integer in and out, float32 inside
 
-# Producers the NPU fuses a following activation into (seed 002 §8.4.2).
-FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "BatchNormalization"})
+# Producers the NPU fuses a following activation into (seed 002 §8.4.2). A ReduceSum over the
+# channels is lowered to a 1×1 convolution by rknn-toolkit2, which fuses the Clip after it
+# (``ConvClip``, measured on a YOLO-style score sum).
+FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "BatchNormalization", "ReduceSum"})
 _NONLINEAR = frozenset({"Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Elu", "Selu", "HardSwish",
                         "HardSigmoid", "Gelu", "Softplus", "Mish", "Erf", "Swish"})
 _ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Pow"})
@@ -46,6 +48,19 @@ PRINTED_ACTIVATION = {"Relu": "Relu", "Clip": "Clip", "LeakyRelu": "LeakyRelu", 
                       "Sigmoid": "Sigmoid", "Tanh": "Tanh", "Elu": "Elu", "Selu": "Selu", "HardSwish": "HardSwish",
                       "HardSigmoid": "HardSigmoid", "Gelu": "Gelu", "Swish": "Swish", "Mish": "Mish",
                       "Softplus": "Softplus"}
+# Suffix of a fused activation in the printed OpType (rknn-toolkit2 2.5.0 prints SiLU as
+# ``ConvExSwish`` and GELU as ``ConvExGelu``: measured on YOLOv8 and ConvNeXt).
+PRINTED_SUFFIX = {"Swish": "ExSwish", "Gelu": "ExGelu"}
+# Printed OpType of a layer that is an activation or function of several ONNX nodes on its own.
+PRINTED_ALONE = {"Swish": "exSwish", "LayerNorm": "exNorm", "SDPAttention": "exSDPAttention"}
+# Printed OpType of single ops whose name differs in the real tool's tables.
+PRINTED_NAME = {"Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape", "Upsample": "Resize",
+                "Gemm": "Conv", "GlobalAveragePool": "Conv"}
+# ... and of a layer whose main node is one of these (the op it is lowered to).
+PRINTED_LOWERED = {"ReduceSum": "Conv"}
+# Activations a quantized producer applies by saturating to its output's integer range.
+SATURATING_ACTIVATIONS = frozenset({"Relu", "Clip"})
+TARGET_KEY = "openrknn.target"   # 'CPU' on a node op_target puts on the CPU
 
 
 @dataclass
@@ -149,7 +164,29 @@ def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None
     if not members:
         return None
     name = _activation_name(view, [view.nodes[m] for m in members])
+    if name == "HardSwish":
+        members = _hardswish_only(view, members)
     return (members, name) if name else None
+
+
+def _hardswish_only(view: _View, members: list[int]) -> list[int]:
+    """Drop the constant steps after a hard-swish's ``·(1/6)``: rknn-toolkit2 stores the hard-swish
+    output and runs a learnable scale/offset after it as layers of their own (measured, PP-OCRv4 rec)."""
+    ordered = sorted(members)
+    core = [i for i in ordered if view.nodes[i].op_type in _NONLINEAR
+            or (view.nodes[i].op_type == "Mul" and len(view.data_inputs(view.nodes[i])) == 2)]
+    keep = [i for i in ordered if i <= core[-1]]
+    rest = [i for i in ordered if i > core[-1]]
+    if rest:
+        step = view.nodes[rest[0]]
+        value = next((view.scalar(i) for i in step.input if i in view.consts), None)
+        if value is not None and ((step.op_type == "Div" and abs(value - 6.0) < 1e-4)
+                                  or (step.op_type == "Mul" and abs(value - 1 / 6) < 1e-4)):
+            keep.append(rest[0])
+    exits = _exits(view, keep)
+    if len(exits) != 1 or exits[0] != view.nodes[keep[-1]].output[0]:
+        return members
+    return [m for m in members if m in keep]
 
 
 def _activation_name(view: _View, members: list[onnx.NodeProto]) -> str | None:
@@ -211,12 +248,33 @@ def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
         return len(node.input) > 1 and node.input[1] in view.consts
     if node.op_type == "Add":   # an element-wise layer of two tensors; Add(x, constant) is an activation step
         return len(view.data_inputs(node)) == 2
+    if node.op_type == "ReduceSum":
+        return _channel_sum(view, node)
     return True
 
 
-def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset()) -> list[LayerGroup]:
+def _channel_sum(view: _View, node: onnx.NodeProto) -> bool:
+    """A ReduceSum over axis 1 only, dimensions kept: a 1×1 convolution with all-ones weights."""
+    keepdims = next((a.i for a in node.attribute if a.name == "keepdims"), 1)
+    axes = next((list(a.ints) for a in node.attribute if a.name == "axes"), None)
+    if axes is None and len(node.input) > 1 and node.input[1] in view.scalars:
+        axes = [int(v) for v in numpy_helper.to_array(view.scalars[node.input[1]]).ravel()]
+    return bool(keepdims) and axes == [1]
+
+
+def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
+                fuse_constant_steps: bool = False) -> list[LayerGroup]:
     """Group the nodes of ``model`` into NPU layers (graph order); ``cpu_nodes`` (``op_target``)
-    are never fused with anything."""
+    are never fused with anything.
+
+    By default the grouping is rknn-toolkit2 2.5.0's (measured with ``bench/compare_layers.py``):
+    constant ``Mul``/``Add``/``Sub``/``Div`` steps after an element-wise layer are layers of their
+    own — ``Mul(x, c) → Add(·, c)`` one ``BatchNormalization`` layer, a ``Mul(c, x)`` (constant
+    first, as paddle2onnx exports PP-LCNetV3's learnable scale) a ``Mul`` layer and the ``Add``
+    after it another (rknn-toolkit2 runs that ``Mul`` in float16; here it stays int8, see
+    docs/fidelity.md). ``fuse_constant_steps=True`` is openrknn's exact extra fusion
+    (the steps join the layer before them: one int8 rounding fewer); never the default. The
+    input stage's mean/std steps are always one layer with the input."""
     view = _View(model.graph)
     taken: set[int] = set()
     groups: list[LayerGroup] = []
@@ -224,10 +282,31 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset())
         if index in taken:
             continue
         members, activation = _layer_from(view, index, taken, cpu_nodes)
-        members = _with_constant_steps(view, members, taken, cpu_nodes)
+        if fuse_constant_steps or _is_preprocess(view.nodes[members[0]]):
+            members = _with_constant_steps(view, members, taken, cpu_nodes)
+        elif len(members) == 1 and _is_affine_pair(view, members[0], taken, cpu_nodes):
+            members = members + view.readers[view.nodes[members[0]].output[0]]
         taken.update(members)
         groups.append(_group(view, members, activation))
     return groups
+
+
+def _is_preprocess(node: onnx.NodeProto) -> bool:
+    return _mark(node, "openrknn.preprocess") is not None   # graph/preprocess.PREPROCESS_KEY
+
+
+def _is_affine_pair(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> bool:
+    """``Mul(x, c) → Add(·, c')`` (data first, constants second): rknn-toolkit2 runs the pair as one
+    ``BatchNormalization`` layer."""
+    mul = view.nodes[index]
+    if mul.op_type != "Mul" or len(mul.input) != 2 or mul.input[0] in view.consts or mul.input[1] not in view.consts \
+            or mul.output[0] in view.outputs or mul.name in cpu_nodes:
+        return False
+    readers = view.readers.get(mul.output[0], [])
+    if len(readers) != 1 or readers[0] in taken:
+        return False
+    add = view.nodes[readers[0]]
+    return add.op_type == "Add" and add.name not in cpu_nodes and len(add.input) == 2 and add.input[1] in view.consts
 
 
 def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> tuple[list[int], str | None]:
@@ -342,11 +421,17 @@ def _group(view: _View, members: list[int], activation: str | None) -> LayerGrou
 
 
 # ----------------------------------------------------------------------------- persisted form
-def mark_layers(model: onnx.ModelProto) -> bool:
-    """Write the layer grouping onto the nodes (``openrknn.layer``, ``openrknn.fused_activation``;
-    stale marks removed); True when a mark changed. The ``optimization_level`` 3 pass."""
+def mark_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] | None = None) -> bool:
+    """Write the layer grouping onto the nodes (``openrknn.layer``, ``openrknn.fused_activation``,
+    ``openrknn.target``; stale marks removed); True when a mark changed. ``cpu_nodes`` are the
+    nodes ``op_target`` puts on the CPU (None: keep the targets already marked)."""
+    if cpu_nodes is None:
+        cpu_nodes = frozenset(n.name for n in model.graph.node if _mark(n, TARGET_KEY) == "CPU")
     wanted: dict[str, dict[str, str]] = {}   # by a node's first output (unique in a graph)
-    for group in find_layers(model):
+    for node in model.graph.node:
+        if node.name in cpu_nodes and node.output:
+            wanted.setdefault(node.output[0], {})[TARGET_KEY] = "CPU"
+    for group in find_layers(model, cpu_nodes):
         if len(group.nodes) == 1:
             continue
         for node in group.nodes:
@@ -356,7 +441,7 @@ def mark_layers(model: onnx.ModelProto) -> bool:
     modified = False
     for node in model.graph.node:
         marks = wanted.get(node.output[0], {}) if node.output else {}
-        for key in (LAYER_KEY, FUSED_ACTIVATION_KEY):
+        for key in (LAYER_KEY, FUSED_ACTIVATION_KEY, TARGET_KEY):
             if _mark(node, key) == marks.get(key):
                 continue
             modified = True
@@ -394,6 +479,14 @@ def layer_groups(graph: onnx.GraphProto) -> list[LayerGroup]:
     return order
 
 
+def same_layer_pairs(graph: onnx.GraphProto) -> set[str]:
+    """First outputs of the nodes that run in the same layer as the producer of their first input
+    (a Relu fused into its Conv): what quantization needs to share one set of parameters."""
+    layer_of = {n.output[0]: _mark(n, LAYER_KEY) for n in graph.node if n.output}
+    return {n.output[0] for n in graph.node if n.output and n.input and _mark(n, LAYER_KEY) is not None
+            and layer_of.get(n.input[0]) == _mark(n, LAYER_KEY)}
+
+
 def internal_tensors(graph: onnx.GraphProto) -> set[str]:
     """Tensors computed inside a layer and never stored."""
     return {t for g in layer_groups(graph) for t in g.internal}
@@ -414,3 +507,118 @@ def _set_mark(node: onnx.NodeProto, key: str, value: str) -> None:
             prop.value = value
             return
     node.metadata_props.add(key=key, value=value)
+
+
+# ----------------------------------------------------------------------------- the typed record
+ALIAS_OPS = frozenset({"Identity", "Dropout"})   # vanish in the compiled model (rknn-toolkit2: no layer)
+_WEIGHTED_KINDS = {"Conv": "conv", "ConvTranspose": "conv", "Gemm": "gemm", "MatMul": "gemm"}
+_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Pow", "Where", "Equal",
+                          "Less", "Greater", "And", "Or"})
+_DATA = frozenset({"Concat", "Split", "Slice", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Pad",
+                   "Tile", "DepthToSpace", "SpaceToDepth", "Expand", "Gather", "GatherElements", "GatherND",
+                   "ScatterND", "ScatterElements", "Resize", "Upsample"})
+
+
+@dataclass(frozen=True)
+class LayerRecord:
+    """What the chip executes as one layer.
+
+    Attributes:
+        name: the layer's name (its main node's).
+        nodes: its member ONNX nodes by name (an unnamed node by its first output), in graph
+            order, the main node first.
+        kind: ``conv``, ``conv+add``, ``gemm``, ``activation``, ``elementwise``, ``function``
+            (LayerNorm, attention: integer in and out, float32 inside), ``data``, ``alias``
+            (Identity/Dropout: no layer) or ``other``.
+        op_name: the OpType rknn-toolkit2 prints (``ConvHardSwish``, ``ConvAdd``, ``exSwish`` ...).
+        target: ``NPU`` or ``CPU`` (``op_target``; chip-dependent placement is :func:`target_for`'s).
+        stored: the tensors the layer writes to memory.
+        dtype: the dtype of its first stored tensor (``tensor_dtypes``, else the default given).
+        node_outputs: the first output of each member node (what identifies a node in a graph).
+    """
+
+    name: str
+    nodes: tuple[str, ...]
+    kind: str
+    op_name: str
+    target: str
+    stored: tuple[str, ...]
+    dtype: str
+    node_outputs: tuple[str, ...] = ()
+
+
+def _weighted(node: onnx.NodeProto, consts: set[str]) -> bool:
+    if node.op_type in ("Conv", "ConvTranspose"):
+        return True
+    return node.op_type in ("Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in consts
+
+
+def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
+    """(kind, printed OpType) of one layer."""
+    main = group.main
+    activation = group.activation if len(group.nodes) > 1 else None
+    if activation in FUNCTION_LAYERS:
+        return "function", PRINTED_ALONE[activation]
+    suffix = PRINTED_SUFFIX.get(activation, activation) if activation else ""
+    if not _weighted(main, consts):
+        if len(group.nodes) > 1 and main.op_type not in FUSING_PRODUCERS and activation:
+            return "activation", PRINTED_ALONE.get(activation, activation)   # several ONNX nodes, alone
+        op = main.op_type
+        if op in PRINTED_LOWERED and activation:   # ReduceSum + Clip: ConvClip
+            return "conv", PRINTED_LOWERED[op] + suffix
+        if op == "Mul" and [n.op_type for n in group.nodes] == ["Mul", "Add"]:
+            return "elementwise", "BatchNormalization"   # Mul(x, c) → Add(·, c'): rknn-toolkit2's name
+        kind = ("alias" if op in ALIAS_OPS else "activation" if op in _NONLINEAR else
+                "elementwise" if op in _ELEMENTWISE else "data" if op in _DATA else "other")
+        return kind, PRINTED_NAME.get(op, op) + suffix
+    name, kind = ("ConvTranspose" if main.op_type == "ConvTranspose" else "Conv"), _WEIGHTED_KINDS[main.op_type]
+    second = group.nodes[1] if len(group.nodes) > 1 else None
+    if (main.op_type == "Conv" and second is not None and second.op_type == "Add"
+            and len([i for i in second.input if i not in consts]) == 2):   # a residual Add
+        name, kind = name + "Add", "conv+add"
+    return kind, name + suffix
+
+
+def target_for(node: onnx.NodeProto, chip: object | None = None) -> str | None:
+    """Where ``node`` runs when that is decided by the model alone: ``'CPU'`` for an ``op_target``
+    node, else None (the caller's chip data decide). The hook for per-chip NPU limits."""
+    return "CPU" if _mark(node, TARGET_KEY) == "CPU" else None
+
+
+def cpu_nodes(graph: onnx.GraphProto, op_target: dict[str, str] | None) -> frozenset[str]:
+    """Names of the nodes ``op_target`` puts on the CPU (named by node or by output tensor)."""
+    wanted = {k for k, v in (op_target or {}).items() if str(v).lower() == "cpu"}
+    return frozenset(n.name for n in graph.node if n.name in wanted or any(o in wanted for o in n.output))
+
+
+def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None = None,
+                  default_dtype: str = "float16") -> list[LayerRecord]:
+    """The typed layer list of a marked graph, in graph order (see :class:`LayerRecord`)."""
+    consts = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    dtypes = tensor_dtypes or {}
+    records = []
+    for group in layer_groups(graph):
+        if all(n.op_type == "Constant" for n in group.nodes):
+            continue
+        kind, op_name = group_kind_and_name(group, consts)
+        cpu = any(target_for(n) == "CPU" for n in group.nodes)
+        stored = tuple(group.outputs)
+        dtype = dtypes.get(stored[0], default_dtype) if stored else default_dtype
+        records.append(LayerRecord(group.name, tuple(n.name or n.output[0] for n in group.nodes), kind, op_name,
+                                   "CPU" if cpu else "NPU", stored, dtype,
+                                   tuple(n.output[0] if n.output else "" for n in group.nodes)))
+    return records
+
+
+def model_records(model, default_dtype: str = "float16") -> list[LayerRecord]:
+    """The layer records of a built model (an ``RKNNModel``), its ``op_target`` applied: a model
+    whose metadata names CPU nodes its marks do not have yet (an older file) is re-marked on a copy."""
+    graph = model.graph
+    wanted = cpu_nodes(graph.graph, (model.metadata or {}).get("op_target"))
+    marked = frozenset(n.name for n in graph.graph.node if _mark(n, TARGET_KEY) == "CPU")
+    if not wanted <= marked:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(graph)
+        mark_layers(copy, wanted | marked)
+        graph = copy
+    return layer_records(graph.graph, model.tensor_dtypes, default_dtype)

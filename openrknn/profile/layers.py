@@ -24,17 +24,6 @@ from openrknn.profile.cost_table import CostTable
 _ONNX_INT_TYPES = {TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool",
                    TensorProto.UINT8: "uint8", TensorProto.INT8: "int8", TensorProto.INT16: "int16"}
 
-# quantized_dtype -> (activation dtype, weight dtype); None = float model.
-_QUANT_DTYPES = {
-    None: ("float16", "float16"),
-    "w8a8": ("int8", "int8"), "asymmetric_quantized-8": ("int8", "int8"),
-    "asymmetric_quantized-u8": ("uint8", "uint8"), "dynamic_fixed_point-i8": ("int8", "int8"),
-    "dynamic_fixed_point-8": ("int8", "int8"), "w8a16": ("int16", "int8"), "w16a16i": ("int16", "int16"),
-    "w16a16i_dfp": ("int16", "int16"), "dynamic_fixed_point-i16": ("int16", "int16"),
-    "dynamic_fixed_point-16": ("int16", "int16"), "w4a16": ("float16", "int4"),
-}
-
-
 @dataclass(frozen=True)
 class TensorInfo:
     """A tensor as one layer sees it."""
@@ -96,8 +85,16 @@ class Layer:
 
 
 def default_dtypes(quantized_dtype: str | None) -> tuple[str, str]:
-    """``(activation dtype, weight dtype)`` of a model built with ``quantized_dtype``."""
-    return _QUANT_DTYPES.get(quantized_dtype, ("int8", "int8"))
+    """``(activation dtype, weight dtype)`` of a model built with ``quantized_dtype``: the
+    quantizer's own table (w8a16 and w4a16 keep float16 activations, per the API reference)."""
+    if quantized_dtype is None:
+        return "float16", "float16"
+    from openrknn.quant.settings import DTYPES, canonical_dtype
+    try:
+        spec = DTYPES[canonical_dtype(quantized_dtype)]
+    except (KeyError, Exception):   # noqa: BLE001 - an unknown name in an old file: the default
+        return "int8", "int8"
+    return spec.act_dtype or "float16", spec.weight_dtype
 
 
 class _Graph:
@@ -148,7 +145,7 @@ class _Graph:
                         if a.name == "value":
                             self.shapes[n.output[0]] = tuple(int(d) for d in a.t.dims)
                 continue
-            if (n.op_type in op_support.ALIAS_OPS or _is_preprocess(n)) and ins:
+            if (n.op_type in npu_layers.ALIAS_OPS or _is_preprocess(n)) and ins:
                 self.alias[n.output[0]] = ins[0]   # preprocessing runs in the NPU's input stage
                 if _is_preprocess(n):
                     self.converted[ins[0]] = n.output[0]
@@ -180,9 +177,11 @@ class LayerBuilder:
         self.float_on_npu = float_on_npu
         self.g = _Graph(model)
         self.act_dtype, self.weight_dtype = default_dtypes(model.quantized_dtype)
-        op_target = (model.metadata or {}).get("op_target") or {}
-        self.forced_cpu = {k for k, v in op_target.items() if str(v).lower() == "cpu"}
-        self.forced_cpu |= set((model.metadata or {}).get("npu_limit_cpu_layers") or ())   # outside the NPU limits
+        # the layer record (graph/npu_layers): grouping, printed OpType, op_target; by node output
+        self.record_of = {out: record for record in npu_layers.model_records(model)
+                          for out in record.node_outputs if out}
+        # layers the chip's NPU limits put on the CPU (profile/limits.check_build, issue 32), by node name
+        self.limit_cpu = set((model.metadata or {}).get("npu_limit_cpu_layers") or ())
 
     # --- dtypes -----------------------------------------------------------------------------
     def dtype(self, name: str) -> str:
@@ -208,9 +207,8 @@ class LayerBuilder:
         self._groups = {}
         by_layer: dict[str, list[onnx.NodeProto]] = {}
         for node in self.g.nodes:
-            layer = next((p.value for p in node.metadata_props if p.key == npu_layers.LAYER_KEY), None)
-            if layer is not None:
-                by_layer.setdefault(layer, []).append(node)
+            record = self.record_of.get(node.output[0]) if node.output else None
+            by_layer.setdefault(record.name if record else node.name, []).append(node)
         for members in by_layer.values():
             for node in members:
                 self._groups[node.name] = members
@@ -221,7 +219,7 @@ class LayerBuilder:
         for node in self.g.nodes:
             if node.name in used:
                 continue
-            group = self._fuse(node)
+            group = self._groups.get(node.name, [node])
             self._done.update(o for n in group for o in n.output)
             used.update(n.name for n in group)
             layer = self._layer(group)
@@ -236,31 +234,15 @@ class LayerBuilder:
             return True
         return node.op_type in ("Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in self.g.consts
 
-    def _fuse(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
-        """The nodes of ``node``'s NPU layer (``openrknn.graph.npu_layers``), main node first; a
-        layer with a node forced onto the CPU (``op_target``) is split into single nodes."""
-        group = self._groups.get(node.name)
-        if group is None or group[0] is not node or any(self._cpu_forced(n) for n in group):
-            return [node]
-        return group
-
-    def _cpu_forced(self, node: onnx.NodeProto) -> bool:
-        return node.name in self.forced_cpu or any(o in self.forced_cpu for o in node.output)
+    def _record(self, group: list[onnx.NodeProto]) -> npu_layers.LayerRecord | None:
+        return self.record_of.get(group[0].output[0]) if group[0].output else None
 
     def _printed(self, group: list[onnx.NodeProto]) -> str:
+        record = self._record(group)
+        if record is not None:
+            return record.op_name
         main = group[0]
-        activation = npu_layers.fused_activation(main) if len(group) > 1 else None   # None: layer split
-        suffix = op_support.FUSED_ACTIVATIONS.get(activation, activation) if activation else ""
-        if not self._is_weighted(main):
-            if len(group) > 1 and main.op_type not in npu_layers.FUSING_PRODUCERS and activation:
-                return suffix                       # an activation layer of several ONNX nodes
-            return op_support.PRINTED_NAME.get(main.op_type, main.op_type) + suffix
-        name = "Conv" if main.op_type != "ConvTranspose" else "ConvTranspose"
-        second = group[1] if len(group) > 1 else None
-        if (main.op_type == "Conv" and second is not None and second.op_type == "Add"
-                and len([i for i in second.input if i not in self.g.consts]) == 2):   # a residual Add
-            name += "Add"
-        return name + suffix
+        return npu_layers.PRINTED_NAME.get(main.op_type, main.op_type)
 
     def _layer(self, group: list[onnx.NodeProto]) -> Layer:
         main, last = group[0], group[-1]
@@ -270,18 +252,21 @@ class LayerBuilder:
         inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self.info(w) for w in weights]
         outputs = [self.info(o) for o in last.output if o]
         kind, conv = self._kind(main)
-        if len(group) > 1 and npu_layers.fused_activation(main) == npu_layers.ATTENTION:
+        record = self._record(group)
+        if len(group) > 1 and record is not None and record.op_name == npu_layers.PRINTED_ALONE[npu_layers.ATTENTION]:
             kind, conv = self._attention_kind(group)
         layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU",
                       inputs[0].dtype if inputs else self.act_dtype, inputs, outputs, conv,
                       tuple(n.name for n in group),
                       low_efficiency=len(group) == 1 and main.op_type in op_support.LOW_EFFICIENCY_OPS)
-        layer.target = self._target(main, layer)
+        layer.target = self._target(main, layer, record)
         return layer
 
-    def _target(self, node: onnx.NodeProto, layer: Layer) -> str:
+    def _target(self, node: onnx.NodeProto, layer: Layer, record: npu_layers.LayerRecord | None) -> str:
         op = node.op_type
-        if self._cpu_forced(node) or op in op_support.CPU_OPS or op in self.cost.cpu_ops:
+        if (record is not None and record.target == "CPU") or node.name in self.limit_cpu \
+                or any(o in self.limit_cpu for o in node.output) \
+                or op in op_support.CPU_OPS or op in self.cost.cpu_ops:
             return "CPU"
         if op not in op_support.NPU_OPS and op not in self.cost.npu_ops:
             log.debug(f"eval_perf: op {op} ({node.name}) has no NPU kernel in the cost model; costed on the CPU")
@@ -402,6 +387,16 @@ def build_layers(model: RKNNModel, cost: CostTable, float_on_npu: bool = True) -
     return LayerBuilder(model, cost, float_on_npu).build()
 
 
+def layer_count(model: RKNNModel, platform: str | None = None) -> int:
+    """How many layers the chip executes for a built model, as rknn-toolkit2's layer table and
+    ``eval_perf`` count them (InputOperator/OutputOperator rows included). ``openrknn info``, the
+    build log and the workbench all print this number."""
+    from openrknn import chips
+    from openrknn.profile.cost_table import cost_table
+    chip = chips.get_chip(platform or (model.platforms[0] if model.platforms else "rk3588"))
+    return len(build_layers(model, cost_table(chip), chip.float_on_npu))
+
+
 def weight_tensors(model: RKNNModel) -> dict[str, tuple[tuple[int, ...], int]]:
     """Initializers of the structural graph: ``name -> (shape, onnx elem type)``."""
     out: dict[str, tuple[tuple[int, ...], int]] = {}
@@ -415,4 +410,4 @@ def weight_tensors(model: RKNNModel) -> dict[str, tuple[tuple[int, ...], int]]:
     return out
 
 
-__all__ = ["Layer", "TensorInfo", "ConvGeometry", "build_layers", "default_dtypes", "weight_tensors"]
+__all__ = ["Layer", "TensorInfo", "ConvGeometry", "build_layers", "default_dtypes", "layer_count", "weight_tensors"]

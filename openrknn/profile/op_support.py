@@ -28,9 +28,6 @@ CPU_OPS = frozenset({
     "RandomNormal", "RandomUniform", "Multinomial", "Unique", "Trilu", "Compress",
 })
 
-# Ops that vanish in the compiled model (aliases of their input).
-ALIAS_OPS = frozenset({"Identity", "Dropout"})
-
 # Ops evaluated at build time: their outputs are constants when shapes are static.
 SHAPE_OPS = frozenset({"Constant", "Shape", "Size"})
 
@@ -40,17 +37,6 @@ LOW_EFFICIENCY_OPS = frozenset({
     "Resize", "Upsample", "Tile", "MaxPool", "AveragePool", "Pad",
     "Sigmoid", "Tanh", "Softplus", "HardSwish",
 })
-
-# Activations the NPU fuses into the preceding convolution (seed 002 §8.4.2 "supported fusion rules",
-# CHANGELOG 1.5.0 for the Silu/Swish/HardSwish/Gelu fusions). Value: suffix of the printed OpType.
-FUSED_ACTIVATIONS = {
-    "Relu": "Relu", "Clip": "Clip", "LeakyRelu": "LeakyRelu", "PRelu": "PRelu", "Sigmoid": "Sigmoid",
-    "Tanh": "Tanh", "Elu": "Elu", "HardSwish": "HardSwish", "Gelu": "Gelu", "Swish": "ExSwish",
-}
-
-# Printed OpType of unfused ops whose name differs in the real tool's tables.
-PRINTED_NAME = {"Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape", "Upsample": "Resize",
-                "Gemm": "Conv", "GlobalAveragePool": "Conv"}
 
 # Toolkit1 simulator layer names (seed 001 §3.5: 'convolution.relu.pooling.layer2_2' for every conv,
 # 'pooling.layer2_1', 'fullyconnected.relu.layer_3', 'softmaxlayer2.layer_1', 'tensor.transpose_3').

@@ -10,8 +10,8 @@ simulator (and a reloaded ``.rknn``) lowers exactly what was decided here:
 ``qmatmul2``      MatMul of two activations: integer, int32 accumulation
 ``pass``          moves values only (Reshape, Transpose, MaxPool…): runs on the integers,
                   output shares the input's parameters
-``fused_act``     Relu/Clip after a ``qconv``/``qmatmul`` (its only user): the producer writes the
-                  activation's parameters and the saturation implements the activation
+``fused_act``     Relu/Clip in the layer of the ``qconv``/``qmatmul`` before it (the layer record,
+                  ``openrknn.graph.npu_layers``, says so): the producer writes the activation's parameters and the saturation implements the activation
 ``qfloat``        any other layer with integer tensors: dequantized inputs, float32 op,
                   quantized output
 ``internal``      a step inside an NPU layer (``openrknn.graph.npu_layers``: hard-swish
@@ -23,7 +23,6 @@ simulator (and a reloaded ``.rknn``) lowers exactly what was decided here:
 """
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 import onnx
@@ -104,8 +103,7 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
     inits = {i.name: i for i in model.graph.initializer}
     # a layer forced to float16 is the whole NPU layer: every node the layer graph put in it
     forced = _forced_float_nodes(model, float_layers)
-    uses = Counter(name for node in model.graph.node for name in node.input)
-    outputs = {o.name for o in model.graph.output}
+    same_layer = npu_layers.same_layer_pairs(model.graph)
     kinds: dict[str, str] = {}
     pass_ops = PASS_OPS | (PASS_OPS_OPSET12 if opset(model) >= 12 else frozenset())
     for node in model.graph.node:
@@ -114,8 +112,9 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
             kinds.update({out: FLOAT for out in node.output})
             continue
         kind = _classify(node, plan, inits, integer_activations, pass_ops)
-        if kind == FUSED_ACT and not (kinds.get(node.input[0]) in WEIGHTED_KINDS and uses[node.input[0]] == 1
-                                      and node.input[0] not in outputs and _clip_bounds_known(node, inits)):
+        # the layer record decides the fusion; the saturation implements it when the bounds are constants
+        if kind == FUSED_ACT and not (kinds.get(node.input[0]) in WEIGHTED_KINDS and _key(node) in same_layer
+                                      and _clip_bounds_known(node, inits)):
             kind = QFLOAT
         set_kind(node, kind)
         for out in node.output:
@@ -194,7 +193,7 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
         return QMATMUL2
     if node.op_type in pass_ops and node.input[0] in f_in and len(f_out) == len([o for o in node.output if o]):
         return PASS
-    if node.op_type in ("Relu", "Clip"):
+    if node.op_type in npu_layers.SATURATING_ACTIVATIONS:   # fused only where the layer record says (mark)
         return FUSED_ACT
     return QFLOAT
 

@@ -1,7 +1,7 @@
-"""Graph normalisations the quantizer relies on: constants as initializers, BatchNorm folded into Conv.
+"""Graph normalisations the quantizer relies on: constants as initializers, depthwise equalization.
 
-On the NPU a Conv, its BatchNorm and its activation are one layer with one output tensor, so
-the folded weights are what gets quantized. Both rewrites keep every surviving tensor name.
+BatchNorm and per-channel affine folding are the graph passes' (``openrknn.graph.passes``): the
+quantizer runs those same passes, so the folded weights it quantizes are the layer's.
 """
 from __future__ import annotations
 
@@ -107,49 +107,6 @@ def unshare_parameters(model: onnx.ModelProto) -> int:
     return copies
 
 
-def fold_batchnorm(model: onnx.ModelProto) -> int:
-    """Fold ``Conv → BatchNormalization`` pairs (constant parameters, single use); returns the count."""
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    uses = Counter(name for node in graph.node for name in node.input)
-    outputs = {o.name for o in graph.output}
-    producer = {o: n for n in graph.node for o in n.output}
-    removed, folded = set(), 0
-    for bn in graph.node:
-        if bn.op_type != "BatchNormalization" or len(bn.output) != 1 and any(bn.output[1:]):
-            continue
-        conv = producer.get(bn.input[0])
-        if (conv is None or conv.op_type != "Conv" or uses[bn.input[0]] != 1 or bn.input[0] in outputs
-                or not all(n in inits for n in list(bn.input[1:5]) + list(conv.input[1:]))):
-            continue
-        _fold_pair(graph, conv, bn, inits, uses)
-        removed.add(id(bn))
-        folded += 1
-    if removed:
-        keep = [n for n in graph.node if id(n) not in removed]
-        del graph.node[:]
-        graph.node.extend(keep)
-    return folded
-
-
-def _fold_pair(graph: onnx.GraphProto, conv: onnx.NodeProto, bn: onnx.NodeProto, inits, uses) -> None:
-    eps = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
-    scale, bias, mean, var = (numpy_helper.to_array(inits[n]).astype(np.float64) for n in bn.input[1:5])
-    weight = numpy_helper.to_array(inits[conv.input[1]]).astype(np.float64)
-    old_bias = numpy_helper.to_array(inits[conv.input[2]]).astype(np.float64) if len(conv.input) > 2 and conv.input[2] \
-        else np.zeros(weight.shape[0])
-    factor = scale / np.sqrt(var + eps)
-    new_w = (weight * factor.reshape([-1] + [1] * (weight.ndim - 1))).astype(np.float32)
-    new_b = ((old_bias - mean) * factor + bias).astype(np.float32)
-    w_name, b_name = _fresh(conv.input[1], uses), f"{bn.output[0]}__bias"
-    _set_init(graph, inits, w_name, new_w)
-    _set_init(graph, inits, b_name, new_b)
-    while len(conv.input) < 3:
-        conv.input.append("")
-    conv.input[1], conv.input[2] = w_name, b_name
-    conv.output[0] = bn.output[0]
-
-
 def _fresh(name: str, uses: Counter) -> str:
     return name if uses[name] == 1 else f"{name}__folded"
 
@@ -161,78 +118,6 @@ def _set_init(graph: onnx.GraphProto, inits, name: str, array: np.ndarray) -> No
     else:
         graph.initializer.append(tensor)
         inits[name] = graph.initializer[-1]
-
-
-def fold_affine(model: onnx.ModelProto) -> int:
-    """Fold constant per-channel ``Mul``/``Add`` after a Conv into its weights and bias, repeatedly."""
-    total = 0
-    while True:
-        count = fold_bias_add(model, "Mul") + fold_bias_add(model, "Add")
-        total += count
-        if not count:
-            return total
-
-
-def fold_bias_add(model: onnx.ModelProto, op_type: str = "Add") -> int:
-    """Fold ``Conv → Add|Mul(constant per-channel vector)`` into the Conv; returns the count.
-
-    ``Add``: ``b' = b + v``. ``Mul``: ``W'[c] = W[c]·v[c]``, ``b' = b·v``.
-    """
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    uses = Counter(name for node in graph.node for name in node.input)
-    outputs = {o.name for o in graph.output}
-    producer = {o: n for n in graph.node for o in n.output}
-    removed = set()
-    for add in graph.node:
-        if add.op_type != op_type or len(add.input) != 2:
-            continue
-        const = next((i for i in add.input if i in inits), None)
-        data = next((i for i in add.input if i not in inits), None)
-        conv = producer.get(data) if data else None
-        if (const is None or conv is None or conv.op_type != "Conv" or uses[data] != 1 or data in outputs
-                or conv.input[1] not in inits or (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in inits)):
-            continue
-        channels = inits[conv.input[1]].dims[0]
-        vector = _channel_vector(numpy_helper.to_array(inits[const]), channels, len(inits[conv.input[1]].dims))
-        if vector is None:
-            continue
-        old = numpy_helper.to_array(inits[conv.input[2]]) if len(conv.input) > 2 and conv.input[2] else \
-            np.zeros(channels, np.float32)
-        while len(conv.input) < 3:
-            conv.input.append("")
-        b_name = f"{add.output[0]}__bias"
-        if op_type == "Mul":
-            weight = numpy_helper.to_array(inits[conv.input[1]])
-            w_name = f"{add.output[0]}__weight"
-            scaled = weight * vector.reshape([-1] + [1] * (weight.ndim - 1))
-            _set_init(graph, inits, w_name, scaled.astype(np.float32))
-            conv.input[1] = w_name
-            new_bias = np.asarray(old, np.float32) * vector
-        else:
-            new_bias = np.asarray(old, np.float32) + vector
-        _set_init(graph, inits, b_name, new_bias.astype(np.float32))
-        conv.input[2] = b_name
-        conv.output[0] = add.output[0]
-        removed.add(id(add))
-    if removed:
-        keep = [n for n in graph.node if id(n) not in removed]
-        del graph.node[:]
-        graph.node.extend(keep)
-    return len(removed)
-
-
-def _channel_vector(array: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
-    """The per-channel vector of a constant broadcast against an NC... tensor, or None."""
-    if array.size == 1:
-        return np.full(channels, float(array.ravel()[0]), np.float32)
-    shape = list(array.shape)
-    if array.size != channels or len(shape) > rank:
-        return None
-    shape = [1] * (rank - len(shape)) + shape
-    if shape[1] != channels:
-        return None
-    return array.ravel().astype(np.float32)
 
 
 # Layers a positive per-channel factor passes through unchanged: f(x / s) = f(x) / s for s > 0.

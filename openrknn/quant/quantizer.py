@@ -25,8 +25,9 @@ from openrknn.quant import annotate, numerics
 from openrknn.quant.adaround import WeightRounder
 from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import CalibrationCache, collect_stats
-from openrknn.quant.fold import (constants_to_initializers, equalize_depthwise, fold_affine, fold_batchnorm,
-                                 unshare_parameters)
+from openrknn.graph.passes.affine_folding import fold_channel_affine
+from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
+from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, unshare_parameters
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.settings import DTYPES, DtypeSpec, QuantSettings
@@ -213,8 +214,8 @@ def _prepare(source: onnx.ModelProto) -> onnx.ModelProto:
     graph.CopyFrom(source)
     constants_to_initializers(graph)
     unshare_parameters(graph)
-    fold_batchnorm(graph)
-    fold_affine(graph)
+    while fold_batchnorm(graph).modified | fold_channel_affine(graph).modified:   # the graph passes' folding
+        pass
     del graph.graph.value_info[:]
     try:
         return onnx.shape_inference.infer_shapes(graph, data_prop=True)

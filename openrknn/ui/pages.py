@@ -136,7 +136,7 @@ def graph_page(bench: Workbench) -> str:
     if model is None:
         return frame(bench, "/graph", "Layer graph", "<p>Build the model first (Config & build).</p>")
     from openrknn.profile.cost_table import cost_table
-    from openrknn.profile.layers import build_layers
+    from openrknn.profile.layers import build_layers   # the same list profile.layers.layer_count counts
     chip = chips.get_chip(model.platforms[0])
     layers = build_layers(model, cost_table(chip), float_on_npu=chip.float_on_npu)
     targets = {t: sum(1 for layer in layers if layer.target == t) for t in ("NPU", "CPU")}

@@ -32,10 +32,11 @@ def built(model_path: Path, **config) -> RKNN:
 
 
 def rows_of(text: str) -> dict[str, str]:
-    """``tensor -> rest of line`` for every ``[OpType] tensor`` row of error_analysis.txt."""
+    """``tensor -> rest of line`` for every ``[OpType] tensor`` row of error_analysis.txt (a tensor
+    computed inside a layer, never stored, has a row without values)."""
     out = {}
     for line in text.splitlines():
-        m = re.match(r"^\[(\w+)\] (\S+)\s+(.*)$", line)
+        m = re.match(r"^\[(\w+)\] (\S+)\s*(.*)$", line)
         if m:
             out[m.group(2)] = m.group(3)
     return out
@@ -110,7 +111,10 @@ def test_float32_reference_path_is_exact(tmp_path):
     rknn = built(three_convs(tmp_path / "m.onnx"), float_dtype="float32")
     assert rknn.accuracy_analysis(inputs=[str(sample(tmp_path))], output_dir=str(tmp_path / "s")) == 0
     records = json.loads((tmp_path / "s" / "error_analysis.json").read_text())
-    for r in records:
+    stored = [r for r in records if r["tensor"] not in ("c1", "c2")]   # Conv outputs inside ConvRelu: not stored
+    assert [r["tensor"] for r in stored] == ["x", "r1", "r2", "y"]
+    assert all(r["entire_cos"] is None for r in records if r not in stored)
+    for r in stored:
         assert r["entire_cos"] == pytest.approx(1.0, abs=1e-6) and r["entire_euc"] == pytest.approx(0.0, abs=1e-4)
 
 
@@ -230,8 +234,8 @@ def test_accuracy_analysis_prints_the_lopsided_summary(tmp_path, capsys, monkeyp
     from openrknn.analysis import accuracy
     real = accuracy._single_layer_errors
 
-    def single_better_than_entire(model, golden_graph, golden, result, fused_into, custom_ops):
-        real(model, golden_graph, golden, result, fused_into, custom_ops)
+    def single_better_than_entire(model, golden_graph, golden, result, *rest):
+        real(model, golden_graph, golden, result, *rest)
         for row in result.rows:                        # as if 'r2' were right alone but wrong in the model
             if row.tensor == "r2":
                 row.entire_cos, row.single_cos = 0.9, 0.99999
@@ -239,3 +243,30 @@ def test_accuracy_analysis_prints_the_lopsided_summary(tmp_path, capsys, monkeyp
     assert rknn.accuracy_analysis(inputs=[str(sample(tmp_path))], output_dir=str(tmp_path / "b")) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W accuracy_analysis:"))
     assert "'r2'" in line and "single cos 0.99999" in line and "entire cos 0.90000" in line
+
+
+def _conv_identity_conv(path: Path) -> Path:
+    """x → Conv → Identity → Conv → y: the Identity is a layer of its own (it fuses nothing)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(3)
+    w1 = numpy_helper.from_array(rng.normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.normal(0, 0.3, (4, 4, 3, 3)).astype(np.float32), "w2")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+         helper.make_node("Identity", ["c1"], ["i1"], name="ident"),
+         helper.make_node("Conv", ["i1", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1])],
+        "cic", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 16, 16])], [w1, w2])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_identity_between_convs_keeps_its_simulator_value(tmp_path):
+    """An Identity copies its integer input: it is not a fused activation, its row has values."""
+    rknn = quantized(_conv_identity_conv(tmp_path / "m.onnx"), tmp_path, optimization_level=0)
+    result = run_accuracy_analysis(rknn._model, [np.load(sample(tmp_path, 1))], str(tmp_path / "s"), rknn._cfg())
+    rows = {r.tensor: r for r in result.rows}
+    for tensor in ("c1", "i1", "y"):
+        assert rows[tensor].entire_cos is not None and rows[tensor].entire_cos > 0.98, (tensor, rows[tensor])
+        assert rows[tensor].single_cos is not None, (tensor, rows[tensor])

@@ -168,16 +168,21 @@ def test_hard_swish_conv_costs_one_layer_and_stores_no_conv_output(tmp_path):
     assert np.dot(out.ravel(), ref.ravel()) / (np.linalg.norm(out) * np.linalg.norm(ref)) > 0.99
 
 
-def test_learnable_scale_and_offset_after_hard_swish_stay_in_its_layer():
-    """x·Clip(x+3,0,6)/6 · w + b is one layer: the hard-swish output is not rounded to int8 before
-    the scale (rknn-toolkit2 stores it int8 and runs a separate Mul and Add; keeping it inside
-    the layer measured PP-OCRv4 rec int8 0.9865 → 0.9959 cosine)."""
+def test_learnable_scale_and_offset_after_hard_swish_are_layers_of_their_own():
+    """x·Clip(x+3,0,6)/6 · w + b: rknn-toolkit2 2.5.0 stores the hard-swish output and runs
+    ``Mul(x, w) → Add(·, b)`` as one ``BatchNormalization`` layer (measured; ``Mul(w, x)`` first-
+    constant is a ``Mul`` and an ``Add`` layer, as on PP-OCRv4 rec). Keeping them inside the
+    hard-swish layer (PP-OCRv4 rec int8 0.9865 → 0.9959 cosine) is the explicit option."""
     tail = _hard_swish_div_after()
     tail[-1].output[0] = "hs"
     tail += [helper.make_node("Mul", ["hs", "w_learn"], ["hw"]), helper.make_node("Add", ["hw", "b_learn"], ["y"])]
-    groups = find_layers(_model(tail, CONSTS + [_const("w_learn", 1.03), _const("b_learn", 0.1)]))
-    assert [len(g.nodes) for g in groups] == [7]
-    assert groups[0].activation == "HardSwish" and groups[0].outputs == ["y"] and "hs" in groups[0].internal
+    model = _model(tail, CONSTS + [_const("w_learn", 1.03), _const("b_learn", 0.1)])
+    groups = find_layers(model)
+    assert [len(g.nodes) for g in groups] == [5, 2]
+    assert groups[0].activation == "HardSwish" and groups[0].outputs == ["hs"] and groups[1].outputs == ["y"]
+    fused = find_layers(model, fuse_constant_steps=True)
+    assert [len(g.nodes) for g in fused] == [7]
+    assert fused[0].activation == "HardSwish" and fused[0].outputs == ["y"] and "hs" in fused[0].internal
 
 
 def test_decomposed_layer_norm_is_one_layer():

@@ -344,7 +344,7 @@ class Exporter:
             return "CPU", f"{kind} with per-channel weights: Teflon needs per-tensor (quantized_method='layer')"
         if any(d != 1 for d in dilations):
             return "CPU", f"{kind} with dilation {dilations}: Teflon's Rockchip backend has no dilation"
-        if any(n.op_type == "Add" for n in group.nodes[1:]):
+        if npu_layers.group_kind_and_name(group, set(self.inits))[0] == "conv+add":   # the layer record's kind
             return "NPU (Teflon)", f"int8 {kind}, per-tensor, the residual ADD fused in"
         return "NPU (Teflon)", f"int8 {kind}, per-tensor"
 

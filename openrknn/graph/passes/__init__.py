@@ -3,17 +3,20 @@
 ======  ==============================================================================
 level   passes
 ======  ==============================================================================
-0       none: the graph runs as loaded
+0       none: the graph runs as loaded (the NPU layer graph is still marked: rknn-toolkit2
+        2.5.0 fuses Conv+Relu, Conv+hard-swish ... at every level — measured)
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
         static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
         constant condition replaced by the branch it takes, dead nodes
 2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, per-channel
         constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms),
+        same-input Conv (+ identity BatchNorm) branches summed by an Add merged into one Conv
+        (RepVGG / MobileOne training form, as rknn-toolkit2 does),
         Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
         (or dropped when they keep the shape)
-3       level 2 + the NPU layer graph (``openrknn.graph.npu_layers``): which nodes run as one
-        layer (Conv/Gemm/MatMul/Add/BatchNorm + activation, Conv + residual Add, decomposed
-        hard-swish / SiLU / Mish / GELU) and which tensors are stored
+3       level 2 (the default). Every level ends with the NPU layer graph
+        (``openrknn.graph.npu_layers``): which nodes run as one layer (Conv/Gemm/MatMul/Add/
+        BatchNorm + activation, Conv + residual Add, decomposed hard-swish / SiLU / Mish / GELU) and which tensors are stored
 ======  ==============================================================================
 
 Levels 1–2 change values only by float rounding (BN folding re-associates a product); the guide's
@@ -29,6 +32,7 @@ from openrknn import log
 from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
+from openrknn.graph.passes.branch_merging import merge_parallel_branches
 from openrknn.graph.passes.branches import inline_constant_branches
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
@@ -39,12 +43,12 @@ from openrknn.graph.passes.layer_marking import mark_npu_layers
 Pass = Callable[[onnx.ModelProto], PassResult]
 
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
-    0: [],
-    1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes],
+    0: [mark_npu_layers],
+    1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
     2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
-        simplify_layout, remove_dead_nodes],
+        merge_parallel_branches, simplify_layout, remove_dead_nodes, mark_npu_layers],
     3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
-        simplify_layout, remove_dead_nodes, mark_npu_layers],
+        merge_parallel_branches, simplify_layout, remove_dead_nodes, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 

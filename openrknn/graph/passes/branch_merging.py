@@ -1,0 +1,106 @@
+"""Merge parallel convolutions summed by an ``Add`` into one convolution (RepVGG / MobileOne form).
+
+rknn-toolkit2 2.5.0 runs ``Conv_k×k(x) + Conv_1×1(x)`` as one Conv and keeps an identity
+BatchNorm branch as a ``BatchNormalization`` layer whose output the merged Conv adds
+(``ConvAddRelu``; measured on timm's repvgg_a0 in its training form). With "same" padding and
+one stride the two convolutions are one linear map:
+
+    W = W_k + pad(W_1),   b = b_k + b_1      (the 1×1 kernel padded to k×k at the centre)
+
+Values change only by float re-association, like BatchNorm folding.
+"""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from openrknn.graph.passes.base import PassResult, attribute, consumers, graph_output_names, initializers
+
+
+def merge_parallel_branches(model: onnx.ModelProto) -> PassResult:
+    """Merge every ``Add`` of two same-input Conv branches."""
+    graph = model.graph
+    modified = False
+    for add in [n for n in graph.node if n.op_type == "Add" and n.domain in ("", "ai.onnx")]:
+        if _merge_one(graph, add):
+            modified = True
+    return PassResult(model, modified)
+
+
+def _sole_use(graph: onnx.GraphProto, name: str, reader: onnx.NodeProto) -> bool:
+    return consumers(graph).get(name, []) == [reader] and name not in graph_output_names(graph)
+
+
+def _same_conv(node: onnx.NodeProto, inits) -> tuple[np.ndarray, np.ndarray] | None:
+    """(weight, bias) of a 2-D Conv with constant weights and "same" padding, else None."""
+    if node.op_type != "Conv" or node.input[1] not in inits or attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        return None
+    w = numpy_helper.to_array(inits[node.input[1]]).astype(np.float64)
+    if w.ndim != 4 or w.shape[2] % 2 == 0 or w.shape[3] % 2 == 0:
+        return None
+    pads = list(attribute(node, "pads", [0, 0, 0, 0]))
+    if pads != [w.shape[2] // 2, w.shape[3] // 2] * 2 or any(d != 1 for d in attribute(node, "dilations", [1, 1])):
+        return None
+    if len(node.input) > 2 and node.input[2]:
+        if node.input[2] not in inits:
+            return None
+        b = numpy_helper.to_array(inits[node.input[2]]).astype(np.float64)
+    else:
+        b = np.zeros(w.shape[0])
+    return w, b
+
+
+def _padded(w: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    dh, dw = (shape[2] - w.shape[2]) // 2, (shape[3] - w.shape[3]) // 2
+    return np.pad(w, ((0, 0), (0, 0), (dh, dh), (dw, dw)))
+
+
+def _merge_one(graph: onnx.GraphProto, add: onnx.NodeProto) -> bool:
+    if len(add.input) != 2 or add.input[0] == add.input[1]:
+        return False
+    inits = initializers(graph)
+    producer = {o: n for n in graph.node for o in n.output}
+    a, b = producer.get(add.input[0]), producer.get(add.input[1])
+    if a is None or b is None or not all(_sole_use(graph, t, add) for t in add.input):
+        return False
+    if a.op_type != "Conv":
+        a, b = b, a
+    first = _same_conv(a, inits) if a.op_type == "Conv" else None
+    if first is None or b.input[0] != a.input[0]:
+        return False
+    group = attribute(a, "group", 1)
+    strides = list(attribute(a, "strides", [1, 1]))
+    second = _same_conv(b, inits)
+    if (second is None or attribute(b, "group", 1) != group or list(attribute(b, "strides", [1, 1])) != strides
+            or second[0].shape[:2] != first[0].shape[:2]):
+        return False
+    shape = tuple(max(x, y) for x, y in zip(first[0].shape, second[0].shape))
+    weight = _padded(first[0], shape) + _padded(second[0], shape)
+    bias = first[1] + second[1]
+    names = {i.name for i in graph.initializer}
+    w_name, b_name = _fresh(f"{a.name or a.output[0]}_merged_w", names), _fresh(f"{a.name or a.output[0]}_merged_b", names)
+    graph.initializer.extend([numpy_helper.from_array(weight.astype(np.float32), w_name),
+                              numpy_helper.from_array(bias.astype(np.float32), b_name)])
+    while len(a.input) < 3:
+        a.input.append("")
+    a.input[1], a.input[2] = w_name, b_name
+    for attr in a.attribute:
+        if attr.name == "pads":
+            del attr.ints[:]
+            attr.ints.extend([shape[2] // 2, shape[3] // 2] * 2)
+        if attr.name == "kernel_shape":
+            del attr.ints[:]
+            attr.ints.extend([shape[2], shape[3]])
+    a.output[0] = add.output[0]
+    graph.node.remove(b)
+    graph.node.remove(add)
+    return True
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    candidate, k = name, 1
+    while candidate in taken:
+        candidate, k = f"{name}_{k}", k + 1
+    taken.add(candidate)
+    return candidate
