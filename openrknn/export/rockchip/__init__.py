@@ -74,7 +74,8 @@ def find_toolchain(explicit: str | None = None) -> tuple[str, str]:
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         raise NotSupportedError(f"toolchain Python '{python}' is not an executable file: {_HOW_TO_PROVIDE}")
     # the distribution's metadata tells Rockchip's package from openrknn's own compatibility 'rknn'
-    probe = "import importlib.metadata as m, rknn.api\nprint(m.version('rknn-toolkit2'))\n"
+    # (the metadata first: a Python without it answers at once, without importing anything heavy)
+    probe = "import importlib.metadata as m\nversion = m.version('rknn-toolkit2')\nimport rknn.api\nprint(version)\n"
     with tempfile.TemporaryDirectory(prefix="openrknn-probe-") as cwd:   # away from any project 'rknn/' package
         try:
             done = subprocess.run([python, "-I", "-c", probe], cwd=cwd, capture_output=True, text=True, timeout=300)
