@@ -336,22 +336,12 @@ def _bias_safe(params: QuantParams, inits: dict, bias: str, x: str, act_params: 
     return bias_safe(params, numpy_helper.to_array(inits[bias]), float(x_params.scale.ravel()[0]))
 
 
-# Fewest values per input channel a calibration mean needs before bias correction trusts it. A layer
-# after a global pooling (squeeze-and-excitation, a classifier) sees one value per channel and
-# picture: ten pictures' mean predicts other pictures too poorly, and the "correction" adds an error
-# of its own (lraspp_mobilenet_v3_large with random BatchNorm statistics: cosine 0.86 → 0.77).
-BIAS_CORRECTION_MIN_VALUES = 64
-
-
 def _correct_biases(graph: onnx.ModelProto, plan: annotate.Plan, errors: dict[str, np.ndarray], stats: dict) -> None:
     """Bias correction: ``b' = b + (W − Ŵ)·E[x]`` per output channel, ``E[x]`` the calibration mean of
-    each input channel, so the weight rounding adds no systematic offset (Conv and Gemm). Layers
-    whose input gave fewer than ``BIAS_CORRECTION_MIN_VALUES`` values per channel keep their bias."""
+    each input channel, so the weight rounding adds no systematic offset (Conv and Gemm)."""
     inits = {i.name: i for i in graph.graph.initializer}
     for node in graph.graph.node:
         if node.op_type not in ("Conv", "Gemm") or node.input[1] not in errors or node.input[0] not in stats:
-            continue
-        if stats[node.input[0]].channel_count < BIAS_CORRECTION_MIN_VALUES:
             continue
         mean = stats[node.input[0]].channel_mean()
         delta = _output_shift(node, errors[node.input[1]], mean)

@@ -195,31 +195,3 @@ def test_scores_beyond_float16_range_stay_integer(tmp_path):
     expected /= expected.sum(-1, keepdims=True)
     assert np.isfinite(got).all()
     assert cosine(got, expected) > 0.99
-
-
-def test_bias_correction_needs_enough_values_per_channel(tmp_path):
-    """Bias correction trusts a calibration mean over many values per channel (a Conv on an 8×8 map),
-    not one value per picture (the Conv after a global pooling, as in squeeze-and-excitation)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-    rng = np.random.default_rng(0)
-    nodes = [helper.make_node("Conv", ["x", "wa", "ba"], ["a"], name="conv_map"),
-             helper.make_node("GlobalAveragePool", ["a"], ["p"], name="pool"),
-             helper.make_node("Conv", ["p", "wb", "bb"], ["y"], name="conv_pooled")]
-    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (8, 4, 1, 1)).astype(np.float32), "wa"),
-             numpy_helper.from_array(rng.normal(0, 0.5, (8, 8, 1, 1)).astype(np.float32), "wb"),
-             numpy_helper.from_array(np.zeros(8, np.float32), "ba"),
-             numpy_helper.from_array(np.zeros(8, np.float32), "bb")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
-    for i in range(3):   # a mean far from 0, so that rounding errors shift the outputs
-        np.save(tmp_path / f"s{i}.npy", rng.normal(3, 1, (1, 4, 8, 8)).astype(np.float32))
-    (tmp_path / "dataset.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
-    rknn = RKNN()
-    assert rknn.config(target_platform="rk3588") == 0
-    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
-    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "dataset.txt")) == 0
-    biases = {i.name: numpy_helper.to_array(i) for i in rknn._model.graph.graph.initializer}
-    assert np.any(biases["ba"] != 0)          # 3 pictures × 64 positions per channel: corrected
-    assert np.all(biases["bb"] == 0)          # 3 values per channel: left as it was
