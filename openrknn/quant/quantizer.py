@@ -94,8 +94,8 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
             if missing:
                 cache.stats.update(collect_stats(graph, missing, used, algorithm.needs_histogram, custom_ops))
             stats = {t: cache.stats[t] for t in tensors}
-        below_fp16 = {t for t, st in stats.items() if st.seen and max(abs(st.min), abs(st.max)) < FLOAT16_NORMAL_MIN}
-        unstored = _float_outputs(graph, below_fp16) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
+        outside_fp16 = {t for t, st in stats.items() if st.seen and not _float16_safe(max(abs(st.min), abs(st.max)))}
+        unstored = _float_outputs(graph, outside_fp16) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         stats = {t: st for t, st in stats.items() if t not in unstored}
         keep_range = _unclipped(graph)
         for name, st in stats.items():
@@ -144,6 +144,15 @@ def _unclipped(graph: onnx.ModelProto) -> set[str]:
 
 # Smallest normal float16 (2^-14): below it float16 keeps fewer bits than an int8 tensor would.
 FLOAT16_NORMAL_MIN = 2.0 ** -14
+# Largest magnitude a float16 tail may calibrate to: half of float16's 65504, because inputs the
+# calibration did not see go past its range (attention scores q·kᵀ of randomised networks reach 1e6,
+# which float16 stores as inf and Softmax turns into NaN); an int8 tensor saturates instead.
+FLOAT16_SAFE_MAX = 65504.0 / 2
+
+
+def _float16_safe(magnitude: float) -> bool:
+    """Whether calibrated values up to ``magnitude`` (not all zero) keep their value in float16."""
+    return magnitude == 0 or FLOAT16_NORMAL_MIN <= magnitude <= FLOAT16_SAFE_MAX
 
 
 def _float_outputs(graph: onnx.ModelProto, keep_integer: set[str] = frozenset()) -> set[str]:
@@ -154,8 +163,9 @@ def _float_outputs(graph: onnx.ModelProto, keep_integer: set[str] = frozenset())
     Reshape, Slice, Transpose, ...) in that position becomes a float16 layer, which can in turn
     free its producer — repeated until nothing changes, so the tail of a network after its last
     integer layer (logits → Softmax, a Conv → Slice → Pow spectrum) stays in float16.
-    Tensors in ``keep_integer`` (calibrated magnitudes below float16's normal range: outputs of
-    1e-9 … 1e-14 would underflow to 0) stay integer, with the scale their range needs.
+    Tensors in ``keep_integer`` (calibrated magnitudes outside float16's range: outputs of
+    1e-9 … 1e-14 would underflow to 0, scores of 1e5 overflow to inf) stay integer, with the scale
+    their range needs.
     """
     outputs = {o.name for o in graph.graph.output}
     float_readers = (annotate.FLOAT, annotate.OTHER, annotate.INTERNAL)

@@ -89,13 +89,14 @@ def test_ocr_detector_last_float_layer_is_checked_and_reads_the_stored_int8(tmp_
 
 
 def test_palm_regressor_head_simulated_as_exported_runs_in_float32(tmp_path):
-    """The NPU model stores the regressor head in float16 (saturating beyond 65504); LiteRT runs it in
-    float32 on the CPU. simulate='tflite' gives LiteRT's values."""
+    """The regressor head passes float16's 65504, so the NPU model keeps it int8 (a float16 store
+    would overflow to inf); LiteRT runs it in float32 on the CPU. simulate='tflite' gives LiteRT's values."""
     rknn, feeds = _build(tmp_path, "palm_like")
     litert, as_exported = _litert_and_simulator(rknn, feeds, tmp_path)
     assert rknn.init_runtime() == 0
     on_npu = rknn.inference(inputs=feeds)
-    assert float(np.abs(litert[0]).max()) > 65504 and not np.all(np.isfinite(on_npu[0]))
+    assert float(np.abs(litert[0]).max()) > 65504 and np.all(np.isfinite(on_npu[0]))
+    assert rknn._model.tensor_dtypes[rknn._model.graph.graph.output[0].name] == "int8"
     assert np.all(np.isfinite(as_exported[0])) and cosine(litert[0], as_exported[0]) >= 0.9999
     assert rknn.accuracy_analysis(inputs=[f"{tmp_path}/s0_0.npy"], output_dir=str(tmp_path / "snap"),
                                   simulate="tflite") == 0

@@ -165,3 +165,33 @@ def test_data_movement_before_float_layers_stays_float16(tmp_path):
     dtypes = rknn._model.tensor_dtypes
     assert dtypes["r"] == "int8" and "w2" in rknn._model.quant_params       # conv2 still computes in int8
     assert dtypes["c2"] == "float16" and dtypes["s"] == "float16"
+
+
+def test_scores_beyond_float16_range_stay_integer(tmp_path):
+    """q·kᵀ → Softmax with calibrated scores of ~1e5 (past float16's 65504): the MatMul, read only by
+    the float16 Softmax, would store float16 and overflow to inf (a NaN Softmax); it keeps int8."""
+    import onnx
+    from onnx import TensorProto, helper
+    rng = np.random.default_rng(0)
+    nodes = [helper.make_node("Transpose", ["x"], ["kt"], perm=[0, 2, 1], name="kt"),
+             helper.make_node("MatMul", ["x", "kt"], ["scores"], name="scores"),
+             helper.make_node("Softmax", ["scores"], ["y"], axis=-1, name="softmax")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    samples = [rng.normal(0, 100, (1, 8, 16)).astype(np.float32) for _ in range(4)]
+    for i, sample in enumerate(samples[:3]):
+        np.save(tmp_path / f"s{i}.npy", sample)
+    (tmp_path / "dataset.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
+    rknn = RKNN()
+    assert rknn.config(target_platform="rk3588") == 0
+    assert rknn.load_onnx(model=str(tmp_path / "m.onnx")) == 0
+    assert rknn.build(do_quantization=True, dataset=str(tmp_path / "dataset.txt")) == 0
+    assert rknn._model.tensor_dtypes["scores"] == "int8"
+    assert rknn.init_runtime() == 0
+    got = rknn.inference(inputs=[samples[3]])[0]
+    scores = samples[3] @ samples[3].transpose(0, 2, 1)
+    expected = np.exp(scores - scores.max(-1, keepdims=True))
+    expected /= expected.sum(-1, keepdims=True)
+    assert np.isfinite(got).all()
+    assert cosine(got, expected) > 0.99
