@@ -140,7 +140,11 @@ def check_model_header(header: dict[str, Any], source: str) -> None:
         _check_quant_params(check, params, f"quant_params[{name!r}]")
     check.text(header.get("custom_string"), "custom_string", optional=True)
     check.integer(header.get("rknn_batch_size", 1), "rknn_batch_size", low=1)
-    check.obj(header.get("metadata", {}), "metadata")
+    metadata = check.obj(header.get("metadata", {}), "metadata")
+    # metadata the layer record and the estimates read back (op_target, the NPU-limit CPU layers)
+    for name, target in check.obj(metadata.get("op_target") or {}, "metadata.op_target").items():
+        check.text(target, f"metadata.op_target[{name!r}]")
+    check.texts(metadata.get("npu_limit_cpu_layers") or [], "metadata.npu_limit_cpu_layers")
     check.texts(header.get("fp16_initializers", []), "fp16_initializers")
     check.obj(header.get("removed_weights") or {}, "removed_weights")
     check.one_of(header.get("graph_compression"), "graph_compression", COMPRESSIONS)

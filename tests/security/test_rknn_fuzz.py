@@ -49,3 +49,16 @@ def test_info_command_on_a_hostile_file(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert "header field 'inputs[0].shape'" in run.stdout + run.stderr
+
+
+def test_metadata_the_stages_read_is_checked():
+    """op_target / npu_limit_cpu_layers are read back by the layer record and eval_perf: a forged value is
+    refused at load naming the field (found by the fuzz case above: ``"op_target": true``)."""
+    from openrknn.errors import ModelFileError
+    from openrknn.model_file import load_model_bytes
+    from tests.security.rknn_fuzz_cases import pack, split
+    for key, value in (("op_target", True), ("op_target", {"c": 3}), ("npu_limit_cpu_layers", 5)):
+        version, flags, header, raw = split(seed_files()[0])
+        header.setdefault("metadata", {})[key] = value
+        with pytest.raises(ModelFileError, match=f"metadata.{key}"):
+            load_model_bytes(pack(header, raw, version, flags), "forged.rknn")
