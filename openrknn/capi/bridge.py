@@ -295,25 +295,24 @@ def set_io_mem(handle: int, mem: int, attr: int) -> int:
     return s.SUCC
 
 
+def _checked_backing_mem(handle: int, mem: int, kind: str) -> int:
+    """``mem`` after checking it holds what RKNN_QUERY_MEM_SIZE asks for the ``kind`` memory."""
+    need = context(handle).mem_size()[f"total_{kind}_size"]
+    if _known_mem(handle, mem).size < need:
+        raise ApiError(s.ERR_PARAM_INVALID, f"the {kind} memory holds {s.at(s.rknn_tensor_mem, mem).size} bytes; "
+                                            f"RKNN_QUERY_MEM_SIZE says {need}")
+    return mem
+
+
 @entry("rknn_set_weight_mem")
 def set_weight_mem(handle: int, mem: int) -> int:
-    ctx = context(handle)
-    need = ctx.mem_size()["total_weight_size"]
-    if _known_mem(handle, mem).size < need:
-        raise ApiError(s.ERR_PARAM_INVALID, f"the weight memory holds {s.at(s.rknn_tensor_mem, mem).size} bytes; "
-                                            f"RKNN_QUERY_MEM_SIZE says {need}")
-    ctx.weight_mem = mem
+    context(handle).weight_mem = _checked_backing_mem(handle, mem, "weight")
     return s.SUCC
 
 
 @entry("rknn_set_internal_mem")
 def set_internal_mem(handle: int, mem: int) -> int:
-    ctx = context(handle)
-    need = ctx.mem_size()["total_internal_size"]
-    if _known_mem(handle, mem).size < need:
-        raise ApiError(s.ERR_PARAM_INVALID, f"the internal memory holds {s.at(s.rknn_tensor_mem, mem).size} bytes; "
-                                            f"RKNN_QUERY_MEM_SIZE says {need}")
-    ctx.internal_mem = mem
+    context(handle).internal_mem = _checked_backing_mem(handle, mem, "internal")
     return s.SUCC
 
 

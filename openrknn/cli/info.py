@@ -11,12 +11,13 @@ from openrknn.graph.rknn_model import RKNNModel
 def describe_model(path: str, params: bool = False) -> str:
     """``openrknn info``'s text; ``params`` lists every quantization parameter (otherwise a summary)."""
     from openrknn.model_file import load_model
-    with open(path, "rb") if os.path.isfile(path) else open(os.devnull, "rb") as f:
-        if f.read(4) == b"RKNN":   # Rockchip's closed format: what can be read without its runtime
-            from openrknn.export.rockchip import describe_rockchip_file
-            f.seek(0)
-            return "\n".join([f"model:            {path}", f"file size:        {os.path.getsize(path) / 1024:.1f} KiB"]
-                             + describe_rockchip_file(f.read()))
+    from openrknn.runtime.rockchip_backend import is_rockchip_file
+    if is_rockchip_file(path):   # Rockchip's closed format: what can be read without its runtime
+        from openrknn.export.rockchip import describe_rockchip_file
+        with open(path, "rb") as f:
+            data = f.read()
+        return "\n".join([f"model:            {path}", f"file size:        {len(data) / 1024:.1f} KiB"]
+                         + describe_rockchip_file(data))
     model = load_model(path)
     return format_model(model, os.path.getsize(path), path, params)
 

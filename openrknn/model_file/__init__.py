@@ -162,16 +162,6 @@ def inflate_bounded(blob: bytes, declared: int | None, most: int, source: str) -
     return out
 
 
-    if declared is not None and len(blob) != declared:
-        raise ModelFileError(f"'{source}': the graph is {len(blob):,} bytes but the header declares {declared:,}")
-    graph = onnx.ModelProto()
-    try:
-        graph.ParseFromString(blob)
-    except Exception as e:   # protobuf raises its own DecodeError and, on some inputs, others
-        raise ModelFileError(f"'{source}': the graph section is not a valid ONNX graph ({type(e).__name__})") from e
-    return graph
-
-
 def save_model(model: RKNNModel, path: str) -> int:
     """Write ``model`` to ``path`` atomically; returns the file size in bytes."""
     data = encode(to_container(model))

@@ -19,7 +19,6 @@ import re
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -30,6 +29,7 @@ import onnx
 from openrknn import __version__, log
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
 from openrknn.graph import npu_layers
+from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file.container import write_atomic
 from openrknn.quant.numerics import qrange
@@ -120,10 +120,10 @@ def float16_tensors(model: RKNNModel) -> list[str]:
     if not model.is_quantized:
         return []
     internal = npu_layers.internal_tensors(model.graph.graph)   # computed inside a layer, never stored
-    inputs_stage = {name for pre in model.preprocess for name in _stage_tensors(model.graph.graph, pre.normalized_name)}
-    outputs = [o for node in model.graph.graph.node for o in node.output]
-    return [name for name in outputs if model.tensor_dtypes.get(name) == "float16"
-            and name not in internal and name not in inputs_stage]
+    # the mean/std steps build() adds are the NPU's input stage (the vendor's own), not layers
+    outputs = [o for node in model.graph.graph.node
+               if not any(p.key == PREPROCESS_KEY for p in node.metadata_props) for o in node.output]
+    return [name for name in outputs if model.tensor_dtypes.get(name) == "float16" and name not in internal]
 
 
 def float16_layer_internals(model: RKNNModel) -> list[str]:
@@ -137,21 +137,6 @@ def float16_layer_internals(model: RKNNModel) -> list[str]:
         outs = [o for n in group.nodes for o in n.output]
         if stored & set(outs):
             found += [o for o in outs if o not in stored and o in group.internal]
-    return found
-
-
-def _stage_tensors(graph: onnx.GraphProto, normalized: str) -> set[str]:
-    """The tensors of the mean/std steps build() adds before ``normalized`` (the vendor's input stage)."""
-    producers = {o: n for n in graph.node for o in n.output}
-    inputs = {i.name for i in graph.input}
-    found, todo = set(), [normalized]
-    while todo:
-        name = todo.pop()
-        node = producers.get(name)
-        if node is None or name in found or name in inputs:
-            continue
-        found.add(name)
-        todo.extend(node.input)
     return found
 
 

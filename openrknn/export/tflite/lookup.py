@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
 from openrknn.export.tflite import layout
 from openrknn.export.tflite.flatbuffer import Quant
+from openrknn.export.tflite.ranges import closure_model
 
 # ONNX ops computed value by value (a constant operand may broadcast along the channels)
 ELEMENTWISE = frozenset({"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Mul", "Add", "Sub", "Div", "PRelu",
@@ -63,16 +63,7 @@ def table(ex, nodes: list[onnx.NodeProto], start: str, out: str, constants: list
     codes = np.arange(-128, 128, dtype=np.int64)
     real = (codes - int(q_in.zero_point.ravel()[0])).astype(np.float32) * np.float32(q_in.scale.ravel()[0])
     grid = np.broadcast_to(real.reshape((256, 1) + (1,) * (rank - 2)), (256, channels) + (1,) * (rank - 2))
-    inits = [numpy_helper.from_array(ex.inits[c], c) for c in dict.fromkeys(constants)]
-    plain = []
-    for node in nodes:
-        copy = onnx.NodeProto()
-        copy.CopyFrom(node)
-        del copy.metadata_props[:]
-        plain.append(copy)
-    graph = helper.make_graph(plain, "lookup", [helper.make_tensor_value_info(start, onnx.TensorProto.FLOAT, None)],
-                              [helper.make_tensor_value_info(out, onnx.TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=list(ex.model.graph.opset_import))
+    model = closure_model(ex, nodes, start, out)   # the constants it reads are ``constants``
     model.ir_version = ex.model.graph.ir_version
     values = make_session(model).run(None, {start: np.ascontiguousarray(grid, np.float32)})[0]
     values = np.asarray(values, np.float32).reshape(256, -1)

@@ -37,7 +37,7 @@ def _inverse_range(ex, nodes: list[onnx.NodeProto], tensor: str, group) -> tuple
     params = ex.params[exit_name]
     out_lo, out_hi = param_range(params)
     first = reach = 4 * max(abs(out_lo), abs(out_hi)) + 8
-    evaluator = ReferenceEvaluator(_closure_model(ex, nodes, tensor, exit_name))
+    evaluator = ReferenceEvaluator(closure_model(ex, nodes, tensor, exit_name))
     for _ in range(_WIDENINGS):   # a small scale after the activation needs a wide positive range: widen until
         lo, hi = _edges(evaluator, tensor, reach, ex.rank(tensor), params)   # the output is constant above it
         if hi < 0.5 * reach:
@@ -50,7 +50,8 @@ def _inverse_range(ex, nodes: list[onnx.NodeProto], tensor: str, group) -> tuple
 _WIDENINGS = 8
 
 
-def _closure_model(ex, nodes: list[onnx.NodeProto], tensor: str, exit_name: str) -> onnx.ModelProto:
+def closure_model(ex, nodes: list[onnx.NodeProto], tensor: str, exit_name: str) -> onnx.ModelProto:
+    """``nodes`` alone as a model from ``tensor`` to ``exit_name`` (float), with the constants they read."""
     used = {i for n in nodes for i in n.input}
     inits = [numpy_helper.from_array(ex.inits[name], name) for name in used if name in ex.inits]
     plain = []
