@@ -7,32 +7,6 @@
 #include <fstream>
 #include <iterator>
 
-const char* tensor_type_name(rknn_tensor_type type) {
-    switch (type) {
-        case RKNN_TENSOR_FLOAT32: return "FP32";
-        case RKNN_TENSOR_FLOAT16: return "FP16";
-        case RKNN_TENSOR_INT8: return "INT8";
-        case RKNN_TENSOR_UINT8: return "UINT8";
-        case RKNN_TENSOR_INT16: return "INT16";
-        case RKNN_TENSOR_UINT16: return "UINT16";
-        case RKNN_TENSOR_INT32: return "INT32";
-        case RKNN_TENSOR_UINT32: return "UINT32";
-        case RKNN_TENSOR_INT64: return "INT64";
-        case RKNN_TENSOR_BOOL: return "BOOL";
-        default: return "UNKNOW";
-    }
-}
-
-const char* tensor_format_name(rknn_tensor_format fmt) {
-    switch (fmt) {
-        case RKNN_TENSOR_NCHW: return "NCHW";
-        case RKNN_TENSOR_NHWC: return "NHWC";
-        case RKNN_TENSOR_NC1HWC2: return "NC1HWC2";
-        case RKNN_TENSOR_UNDEFINED: return "UNDEFINED";
-        default: return "UNKNOW";
-    }
-}
-
 size_t tensor_type_size(rknn_tensor_type type) {
     switch (type) {
         case RKNN_TENSOR_FLOAT32: case RKNN_TENSOR_INT32: case RKNN_TENSOR_UINT32: return 4;
@@ -46,7 +20,7 @@ static void print_attr(const char* kind, const rknn_tensor_attr& a) {
     std::printf("  %s %u '%s' dims [", kind, a.index, a.name);
     for (uint32_t i = 0; i < a.n_dims; ++i) std::printf(i ? ", %u" : "%u", a.dims[i]);
     std::printf("] n_elems %u size %u fmt %s type %s zp %d scale %f\n", a.n_elems, a.size,
-                tensor_format_name(a.fmt), tensor_type_name(a.type), a.zp, a.scale);
+                get_format_string(a.fmt), get_type_string(a.type), a.zp, a.scale);
 }
 
 RknnApp::~RknnApp() {

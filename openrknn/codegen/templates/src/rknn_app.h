@@ -35,8 +35,6 @@ private:
     std::vector<rknn_tensor_attr> output_attrs_;
 };
 
-const char* tensor_type_name(rknn_tensor_type type);
-const char* tensor_format_name(rknn_tensor_format fmt);
 size_t tensor_type_size(rknn_tensor_type type);
 
 #endif  // RKNN_APP_RKNN_APP_H
