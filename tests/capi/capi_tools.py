@@ -35,7 +35,7 @@ def compile_program(prefix: Path, source: str, output: Path, extra: list[str] | 
     compiler = shutil.which("c++") if cxx else need_compiler()
     if compiler is None:
         pytest.skip("no C++ compiler (Debian: apt install g++)")
-    command = [compiler, "-O1", "-Wall", "-Wextra", "-Werror", f"-I{prefix / 'include'}", str(PROGRAMS / source),
+    command = [compiler, "-O1", "-Wall", "-Wextra", "-Werror", f"-I{prefix / 'include'}", f"-I{PROGRAMS}", str(PROGRAMS / source),
                "-o", str(output), f"-L{prefix / 'lib'}", "-lrknnrt", f"-Wl,-rpath,{prefix / 'lib'}", "-lpthread",
                *(extra or [])]
     result = subprocess.run(command, capture_output=True, text=True)

@@ -12,18 +12,7 @@
 #include <string.h>
 
 #include "rknn_api.h"
-
-static unsigned char* read_file(const char* path, long* size) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char* data = (unsigned char*)malloc(*size);
-    if (fread(data, 1, *size, f) != (size_t)*size) { free(data); data = NULL; }
-    fclose(f);
-    return data;
-}
+#include "read_file.h"
 
 static void dump_attr(const char* kind, rknn_tensor_attr* a) {
     printf("%s index=%u name=%s n_dims=%u dims=[", kind, a->index, a->name, a->n_dims);
@@ -37,12 +26,12 @@ int main(int argc, char** argv) {
     if (argc < 8) { fprintf(stderr, "usage: see the file header\n"); return 2; }
     rknn_context ctx = 0;
     int ret;
-    long model_len = 0;
+    size_t model_len = 0;
     unsigned char* model = NULL;
     if (argc > 8 && strcmp(argv[8], "path") == 0) {
         ret = rknn_init(&ctx, argv[1], 0, 0, NULL);
     } else {
-        model = read_file(argv[1], &model_len);
+        model = (unsigned char*)read_file(argv[1], &model_len);
         if (!model) { fprintf(stderr, "cannot read %s\n", argv[1]); return 1; }
         ret = rknn_init(&ctx, model, (uint32_t)model_len, 0, NULL);
     }
@@ -79,8 +68,8 @@ int main(int argc, char** argv) {
     if (rknn_query(ctx, RKNN_QUERY_CUSTOM_STRING, &custom, sizeof(custom)) == RKNN_SUCC)
         printf("custom_string=%s\n", custom.string);
 
-    long input_len = 0;
-    unsigned char* input = read_file(argv[2], &input_len);
+    size_t input_len = 0;
+    unsigned char* input = (unsigned char*)read_file(argv[2], &input_len);
     if (!input) { fprintf(stderr, "cannot read %s\n", argv[2]); return 1; }
     rknn_input inputs[1];
     memset(inputs, 0, sizeof(inputs));

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "rknn_matmul_api.h"
+#include "read_file.h"
 
 static size_t elem_size(rknn_tensor_type t) {
     switch (t) {
@@ -18,18 +19,6 @@ static size_t elem_size(rknn_tensor_type t) {
         case RKNN_TENSOR_FLOAT16: case RKNN_TENSOR_INT16: return 2;
         default: return 1;
     }
-}
-
-static void* read_file(const char* path, size_t* size) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *size = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void* data = malloc(*size);
-    if (fread(data, 1, *size, f) != *size) { free(data); data = NULL; }
-    fclose(f);
-    return data;
 }
 
 /* [rows, cols] -> [cols/sub, rows, sub] (A, and C the other way), zero padded */

@@ -12,22 +12,11 @@
 #include <string.h>
 
 #include "rknn_api.h"
-
-static void* read_file(const char* path, uint32_t* size) {
-    FILE* f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *size = (uint32_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void* data = malloc(*size);
-    if (fread(data, 1, *size, f) != *size) { free(data); data = NULL; }
-    fclose(f);
-    return data;
-}
+#include "read_file.h"
 
 /* inputs_set (uint8 NHWC) -> run (non-blocking + wait when asked) -> outputs_get float -> write */
 static int run_once(rknn_context ctx, const char* in_path, const char* out_path, int non_block) {
-    uint32_t size = 0;
+    size_t size = 0;
     void* data = read_file(in_path, &size);
     if (!data) return -100;
     rknn_input input;
@@ -35,7 +24,7 @@ static int run_once(rknn_context ctx, const char* in_path, const char* out_path,
     input.index = 0;
     input.type = RKNN_TENSOR_UINT8;
     input.fmt = RKNN_TENSOR_NHWC;
-    input.size = size;
+    input.size = (uint32_t)size;
     input.buf = data;
     int ret = rknn_inputs_set(ctx, 1, &input);
     if (ret < 0) return ret;
