@@ -163,12 +163,39 @@ def layer_member_nodes(model: onnx.ModelProto, names: frozenset[str] | set[str])
 def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:
     """Tensors inside an NPU layer (``openrknn.graph.npu_layers``) that get no quantization point:
     all of them but a Conv/MatMul output read only by a ``fused_act`` Relu/Clip, which the
-    saturation implements (the two share parameters)."""
+    saturation implements (the two share parameters), and the int8 step before a HardSigmoid
+    (:func:`requantized_before_activation`)."""
     kinds: dict[str, list[str | None]] = {}
     for node in model.graph.node:
         for name in node.input:
             kinds.setdefault(name, []).append(node_kind(node))
-    return {t for t in npu_layers.internal_tensors(model.graph) if kinds.get(t) != [FUSED_ACT]}
+    requantized = requantized_before_activation(model)
+    return {t for t in npu_layers.internal_tensors(model.graph) if kinds.get(t) != [FUSED_ACT] and t not in requantized}
+
+
+def requantized_before_activation(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
+    """Weighted-layer outputs the NPU requantizes to int8 inside their layer, with the range they are
+    clamped to: a Conv/MatMul output read only by the HardSigmoid fused after it.
+
+    rknn-toolkit2 2.5.0 runs ``ConvHardSigmoid`` as the Conv's int8 output (calibrated range clamped
+    to the HardSigmoid's linear part ``[−β/α, (1−β)/α]``, ±3 for PyTorch's) and the HardSigmoid on
+    those integers; a ``ConvSigmoid`` reads the exact sum (both measured on its simulator). The
+    squeeze-and-excitation scales of MobileNetV3 and LR-ASPP go through this step."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    same_layer = npu_layers.same_layer_pairs(model.graph)
+    found: dict[str, tuple[float, float]] = {}
+    for node in model.graph.node:
+        if node_kind(node) not in WEIGHTED_KINDS or not node.output:
+            continue
+        users = readers.get(node.output[0], [])
+        if len(users) == 1 and users[0].op_type == "HardSigmoid" and _key(users[0]) in same_layer:
+            alpha, beta = _attr(users[0], "alpha", 0.2), _attr(users[0], "beta", 0.5)
+            if alpha > 0:
+                found[node.output[0]] = (-beta / alpha, (1.0 - beta) / alpha)
+    return found
 
 
 def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: frozenset) -> str:

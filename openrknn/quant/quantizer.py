@@ -98,11 +98,15 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         unstored = _float_outputs(graph, outside_fp16) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         stats = {t: st for t, st in stats.items() if t not in unstored}
         keep_range = _unclipped(graph)
+        clamped = annotate.requantized_before_activation(graph)   # a ConvHardSigmoid's int8 step: ±3
         for name, st in stats.items():
             if st.seen:
                 dtype, qtype = (wide.act_dtype, wide.act_qtype) if name in sixteen else (spec.act_dtype, spec.act_qtype)
                 low_q, high_q = numerics.qrange(dtype, qtype)
                 lo, hi = (st.min, st.max) if name in keep_range else algorithm.activation_range(st, high_q - low_q)
+                if name in clamped:
+                    bottom, top = clamped[name]
+                    lo, hi = min(max(lo, bottom), top), min(max(hi, bottom), top)
                 act_params[name] = params_from_range(lo, hi, dtype, qtype)
         for tensor, source in plan.shared:
             if source in act_params:
