@@ -20,8 +20,8 @@ when set: a doubling search then a bisection (about 2·log2(n) quantize-and-run 
 layers), then a pruning pass that drops the most expensive chosen moves the thresholds do not
 need; the choice must also reach plain int8's mean output cosine on calibration samples the search
 did not judge on (held back), else longer prefixes are tried. Each trial re-quantizes with the
-same samples (deterministic result) and shares one calibration cache: the prepared graph and the statistics of tensors already seen are not
-recomputed; the sensitivities and costs are measured once.
+same samples (deterministic result) and shares one calibration cache: the prepared graph and the
+statistics of tensors already seen are not recomputed; the sensitivities and costs are measured once.
 """
 from __future__ import annotations
 
