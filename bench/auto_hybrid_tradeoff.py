@@ -5,8 +5,10 @@ For each OCR model (shared data folder) and each mode::
     held-out cosine (mean, min) of the main output against onnxruntime fp32, estimated FPS on
     rk3566 and rk3588 (cost model), layers moved (float16 / int16), build time
 
-Modes: ``int8`` (plain ``normal`` build) and ``auto_hybrid`` (``build(auto_hybrid=True)``, threshold
-0.995, target ``--target``, default rk3588). Run the same script once per code base to compare them in the same run —
+Modes: ``int8`` (plain ``normal`` build), ``auto_hybrid`` (``build(auto_hybrid=True)``, threshold
+0.995, target ``--target``, default rk3588: moves ordered by output cosine regained per estimated µs,
+each layer to the cheaper of the precisions the target offers) and ``fp16_sensitivity`` (the same
+search with no cost model: float16 only, layers ordered by sensitivity alone). Run the same script once per code base to compare them in the same run —
 ``--repo`` is put first on ``sys.path``, so ``--repo /work/main`` measures main's code (float16-only
 auto_hybrid) and the default measures this checkout::
 
@@ -89,21 +91,40 @@ def run(models: list[str], modes: list[str], data: Path, target: str = "rk3588")
                             auto_hybrid_cos_thresh=THRESHOLD)
                 rknn.load_onnx(model=path, inputs=[name], input_size_list=[[1, 3, h, w]])
                 started = time.perf_counter()
-                if rknn.build(do_quantization=True, dataset=str(dataset), auto_hybrid=mode == "auto_hybrid") != 0:
-                    raise RuntimeError(f"build failed: {key} {mode}")
+                if mode == "fp16_sensitivity":
+                    facts = _by_sensitivity(rknn, str(dataset))
+                else:
+                    if rknn.build(do_quantization=True, dataset=str(dataset), auto_hybrid=mode == "auto_hybrid") != 0:
+                        raise RuntimeError(f"build failed: {key} {mode}")
+                    facts = rknn._model.metadata.get("auto_hybrid") or {}
                 seconds = time.perf_counter() - started
                 rknn.init_runtime()
                 cosines = [_cosine(rknn.inference(inputs=[x])[0], r) for x, r in zip(held, refs)]
                 model = rknn._model
-                facts = model.metadata.get("auto_hybrid") or {}
                 fps = {chip: round(profile.estimate_perf(model, chips.get_chip(chip)).fps, 1) for chip in CHIPS}
                 rows.append(dict(model=key, mode=mode, target=target, build_s=round(seconds, 1), cos_mean=round(float(np.mean(cosines)), 5),
                                  cos_min=round(float(np.min(cosines)), 5), fps=fps,
-                                 float16=len(facts.get("float_layers", [])), int16=len(facts.get("int16_layers", [])),
+                                 float16=len(facts.get("float16_layers", facts.get("float_layers", []))),
+                                 int16=len(facts.get("int16_layers", [])),
                                  search_cos=facts.get("output_cosine")))
                 print(json.dumps(rows[-1]), flush=True)
                 rknn.release()
     return rows
+
+
+def _by_sensitivity(rknn, dataset: str) -> dict:
+    """The float16-only search ordered by sensitivity alone (no chip: no costs), on the facade's
+    loaded model; the facade then holds its choice. Returns the facts the table reads."""
+    from openrknn.analysis.mixed_precision import auto_hybrid
+    from openrknn.compile import build_model, calibration_setup
+    from openrknn.quant.calibrate import CalibrationCache
+    cfg, cache = rknn._cfg(), CalibrationCache()
+    plain = build_model(rknn._source, cfg, True, dataset, None, None, cache=cache)
+    settings, samples = calibration_setup(plain, cfg, dataset)
+    result = auto_hybrid(plain, samples, settings, THRESHOLD, None, None, "float16", cache)
+    rknn._model = result.model
+    return {"float16_layers": result.float_layers, "int16_layers": result.int16_layers,
+            "output_cosine": result.output_cosine}
 
 
 def main() -> None:
@@ -111,7 +132,7 @@ def main() -> None:
     parser.add_argument("--repo", default=str(HERE.parent), help="code base to measure (put first on sys.path)")
     parser.add_argument("--data", default=str(HERE.parent.parent / "shared"))
     parser.add_argument("--models", default="det,rec,cls")
-    parser.add_argument("--modes", default="int8,auto_hybrid")
+    parser.add_argument("--modes", default="int8,fp16_sensitivity,auto_hybrid")
     parser.add_argument("--target", default="rk3588", help="target_platform of the builds (auto_hybrid's cost model)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.repo).resolve()))

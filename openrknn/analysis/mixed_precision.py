@@ -18,9 +18,10 @@ values of all samples stacked, since the cosine of a single score is always ±1 
 euclidean distance ≤ ``auto_hybrid_euc_thresh``), within the speed floor ``auto_hybrid_min_fps``
 when set: a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n
 layers), then a pruning pass that drops the most expensive chosen moves the thresholds do not
-need. Each trial re-quantizes with the same samples (deterministic result) and shares one
-calibration cache: the prepared graph and the statistics of tensors already seen are not
-recomputed; the sensitivities and costs are measured once.
+need; the choice must also reach plain int8's mean output cosine on calibration samples the search
+did not judge on (held back), else longer prefixes are tried. Each trial re-quantizes with the
+same samples (deterministic result) and shares one calibration cache: the prepared graph and the
+statistics of tensors already seen are not recomputed; the sensitivities and costs are measured once.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_MAX_PRUNE = 6         # chosen moves the pruning pass re-checks one by one (the most expensive)
+_MAX_PRUNE = 12        # chosen moves the pruning pass re-checks one by one (the most expensive)
 _SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
 _MIN_COST_US = 0.5     # a move estimated free still costs a launch: no division by zero
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
@@ -151,6 +152,7 @@ class SearchPlan:
     cache: CalibrationCache
     plain_passes: bool = False
     plain_cosine: float = 0.0    # the plain model's worst output cosine on the evaluation samples
+    held_back: "_HeldBack | None" = None   # calibration samples the search does not judge on
 
     def time_us(self, count: int) -> float:
         """Estimated time with the first ``count`` choices applied (costs added)."""
@@ -182,6 +184,7 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     plain_passes = check.passes(quantized)
     if plain_passes and not always:
         return SearchPlan(float_model, check, [], base_time, cache, True, min(check.last, default=1.0))
+    held_back = _HeldBack.of(float_model, quantized, samples[_EVAL_SAMPLES:2 * _EVAL_SAMPLES], custom_ops)
     started = time.perf_counter()
     drops = dict(output_sensitivity(quantized, [check.samples[check.hardest]], custom_ops, _SENSITIVITY_SIDE))
     producers = _layer_of_tensor(quantized)
@@ -211,7 +214,8 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
             rest = [Choice(c.layer, c.precision, max(gains.get(c.layer, 0.0), 0.0), c.cost_us)
                     for c in best if c not in needed]
             best = needed + sorted(rest, key=lambda c: (-c.gain_per_us, order[c.layer]))
-    return SearchPlan(float_model, check, best, base_time, cache, plain_passes, min(check.last, default=1.0))
+    return SearchPlan(float_model, check, best, base_time, cache, plain_passes, min(check.last, default=1.0),
+                      held_back)
 
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
@@ -277,8 +281,36 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     model = passing.get(tuple(c.layer for c in chosen))
     if model is None:
         model = quantize_model(plan.float_model, samples, settings, overrides_of(chosen), custom_ops, plan.cache)
+    held_back = plan.held_back
+    if held_back is not None and not held_back.beats_plain(model):
+        # the thresholds are met on the samples the search judged on, yet the choice generalises
+        # worse than plain int8: longer prefixes (more of the model raised) until one does not
+        log.info(f"auto_hybrid: the choice's mean output cosine on {len(held_back.samples)} held-back calibration "
+                 f"sample(s) is {held_back.last:.5f}, below plain int8's {held_back.plain:.5f}; adding moves")
+        chosen, model = _held_back_prefix(choices, count, trial, passing, held_back)
+        if model is None:
+            log.warning(f"auto_hybrid: no choice meeting the threshold beats plain int8 on the held-back "
+                        f"calibration samples; keeping the plain quantized model")
+            check.passes(quantized, full=True)
+            return MixedPrecisionResult(model=quantized, precision="+".join(precisions), output_cosine=check.last,
+                                        met=False, trials=check.trials, base_time_us=plan.base_time_us,
+                                        time_us=plan.base_time_us)
     check.passes(model, full=True)
     return _result(model, chosen, check, plan, chip, met=True)
+
+
+def _held_back_prefix(choices: list[Choice], count: int, trial, passing: dict, held_back: "_HeldBack"
+                      ) -> tuple[list[Choice], RKNNModel | None]:
+    """The shortest prefix of ``choices`` longer than ``count`` (doubling) that meets the thresholds
+    and beats plain int8 on the held-back samples; ([], None) when none does."""
+    k = count
+    while k < len(choices):
+        k = min(2 * k, len(choices))
+        prefix = list(choices[:k])
+        model = trial(prefix)
+        if model is not None and held_back.beats_plain(model):
+            return prefix, model
+    return [], None
 
 
 def auto_hybrid_build(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
@@ -394,6 +426,50 @@ def worst_output_cosines(golden: Sequence[Sequence[np.ndarray]], results: Sequen
             scores = [cosine(g[k], r[k]) for g, r in zip(golden, results)]
         worst.append(float(np.nan_to_num(np.min(scores), nan=-1.0)))
     return worst
+
+
+def mean_output_cosine(golden: Sequence[Sequence[np.ndarray]], results: Sequence[Sequence[np.ndarray]]) -> float:
+    """The lowest, over the model outputs, of the mean cosine over the samples (an output of fewer
+    than 16 values: the cosine of every sample stacked). NaN counts as -1."""
+    means = []
+    for k, first in enumerate(golden[0]):
+        if np.asarray(first).size < _SMALL_OUTPUT:
+            means.append(worst_output_cosines([[g[k]] for g in golden], [[r[k]] for r in results])[0])
+        else:
+            means.append(float(np.mean([np.nan_to_num(cosine(g[k], r[k]), nan=-1.0) for g, r in zip(golden, results)])))
+    return float(min(means))
+
+
+class _HeldBack:
+    """Calibration samples the output check does not judge on: a choice fitted to the evaluation
+    samples must still do at least as well as plain int8 here (mean output cosine)."""
+
+    def __init__(self, float_model: RKNNModel, quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+                 custom_ops: CustomOpRegistry | None = None) -> None:
+        self.names = [spec.name for spec in float_model.inputs]
+        self.custom_ops = custom_ops
+        self.samples = [list(s) for s in samples]
+        session = GraphRunner(float_model.graph, custom_ops)
+        self.golden = [session.run(dict(zip(self.names, s))) for s in self.samples]
+        self.plain = self.score(quantized)
+        self.last = self.plain
+
+    @classmethod
+    def of(cls, float_model: RKNNModel, quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
+           custom_ops: CustomOpRegistry | None = None) -> "_HeldBack | None":
+        """The held-back check on ``samples``; None without samples."""
+        return cls(float_model, quantized, samples, custom_ops) if len(samples) else None
+
+    def score(self, model: RKNNModel) -> float:
+        """``model``'s mean output cosine on the held-back samples (kept in ``last``)."""
+        session = GraphRunner(lower(model), self.custom_ops)
+        results = [session.run(dict(zip(self.names, s))) for s in self.samples]
+        self.last = mean_output_cosine(self.golden, results)
+        return self.last
+
+    def beats_plain(self, model: RKNNModel) -> bool:
+        """Whether ``model`` does at least as well as plain int8 on the held-back samples."""
+        return self.score(model) >= self.plain
 
 
 class _OutputCheck:

@@ -174,21 +174,12 @@ class RKNN(RuntimeInfo):
     def build(self, do_quantization: bool = True, dataset: str | None = None, rknn_batch_size: int | None = None,
               pre_compile: bool = False, auto_hybrid: bool = False) -> int:
         """Build the RKNN model (float16, or quantized with the calibration ``dataset``)."""
-        from openrknn.compile import build_model
         if self._source is None:
             raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before build()")
-        if pre_compile:
-            log.warning("build: pre_compile is ignored: pre-compiled models only run on boards with Rockchip's "
-                        "driver; openrknn models stay simulator-runnable")
-        if auto_hybrid and not do_quantization:
-            raise ConfigError("build: auto_hybrid=True needs do_quantization=True and a dataset")
-        from openrknn.quant.calibrate import CalibrationCache
-        cache = CalibrationCache() if auto_hybrid else None   # calibrated once, for the build and the search
-        self._model = build_model(self._source, self._cfg(), bool(do_quantization), dataset, rknn_batch_size,
-                                  self._custom_ops, cache=cache)
+        from openrknn import pipeline
+        self._model = pipeline.build(self._source, self._cfg(), do_quantization, dataset, rknn_batch_size,
+                                     self._custom_ops, pre_compile, auto_hybrid)
         self._build_args = {"dataset": os.path.abspath(dataset) if dataset else None, "rknn_batch_size": rknn_batch_size}
-        if auto_hybrid:
-            self._model = self._auto_hybrid(self._model, dataset, cache)
         self._export_path = None
         self._runtime = None
         return 0
@@ -429,17 +420,6 @@ class RKNN(RuntimeInfo):
         raise NotSupportedError("register_op (Toolkit 1 .rknnop plugins) is not supported: those plugins are compiled "
                                 "for Rockchip's closed runtime. Write the op as a Python class and use reg_custom_op()")
 
-    def _auto_hybrid(self, model: RKNNModel, dataset: str | None, cache: Any = None) -> RKNNModel:
-        """build(auto_hybrid=True): raise the cheapest set of layers to float16 / int16 (per the
-        target chip) so that the outputs meet the thresholds, within ``auto_hybrid_min_fps``."""
-        from openrknn.analysis.mixed_precision import auto_hybrid_build
-        from openrknn.compile import calibration_setup
-        cfg = self._cfg()
-        settings, samples = calibration_setup(model, cfg, dataset)
-        result, _ = auto_hybrid_build(model, samples, settings, cfg, chips.get_chip(cfg.platform), self._custom_ops,
-                                      cache)
-        return result.model
-
     @api_call
     def auto_hybrid_report(self, dataset: str | None = None, target_platforms: Sequence[str] | None = None,
                            max_points: int = 10, is_print: bool = True, report_path: str | None = None,
@@ -455,77 +435,34 @@ class RKNN(RuntimeInfo):
         ``max_points=0``: only the choice, no curve. ``step1_dir``: also write the hybrid step-1 files
         there ({name}.model/.data/.quantization.cfg) with the chosen layers in ``custom_quantize_layers``,
         so ``hybrid_quantization_step2`` rebuilds the same model."""
-        from openrknn.analysis.mixed_precision import auto_hybrid_build
-        from openrknn.analysis.tradeoff import format_tradeoff, tradeoff_points
-        from openrknn.compile import build_model, calibration_setup
-        from openrknn.quant.calibrate import CalibrationCache
         if self._source is None:
             raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before auto_hybrid_report()")
-        if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points == 1 or max_points < 0:
-            raise ConfigError(f"auto_hybrid_report: max_points must be 0 (the choice only) or an integer >= 2, "
-                              f"got {max_points!r}")
-        if step1_dir is not None and not os.path.isdir(step1_dir):
-            raise ConfigError(f"auto_hybrid_report: step1_dir '{step1_dir}' is not a folder; create it first")
-        cfg = self._cfg()
-        names = list(dict.fromkeys(list(target_platforms or ("rk3566", "rk3588")) + [cfg.platform]))
-        report_chips = [chips.get_chip(name) for name in names]
-        cache = CalibrationCache()
-        model = build_model(self._source, cfg, True, dataset, None, self._custom_ops, cache=cache)
-        settings, samples = calibration_setup(model, cfg, dataset)
-        result, plan = auto_hybrid_build(model, samples, settings, cfg, chips.get_chip(cfg.platform),
-                                         self._custom_ops, cache, always_plan=True)
-        points = tradeoff_points(plan, samples, settings, report_chips, result, self._custom_ops, max_points)
-        result.model.metadata["auto_hybrid"]["tradeoff"] = [p.to_dict() for p in points]   # the workbench plots it
-        self._model, self._export_path, self._runtime = result.model, None, None
-        if step1_dir is not None:
-            from openrknn.quant.hybrid import write_step1
-            write_step1(result.model, samples, settings, self._model_name, step1_dir, result.float_layers,
-                        "chosen by auto_hybrid", result.int16_layers)
-        if is_print:
-            print(format_tradeoff(points, cfg.auto_hybrid_cos_thresh))
-        if report_path:
-            from openrknn.report import tradeoff_html, write_html
-            log.info(f"auto_hybrid_report: report saved to "
-                     f"{write_html(report_path, tradeoff_html(points, cfg.auto_hybrid_cos_thresh))}")
-        return [p.to_dict() for p in points]
+        from openrknn import pipeline
+        model, points = pipeline.auto_hybrid_report(self._source, self._cfg(), dataset, self._custom_ops,
+                                                    self._model_name, target_platforms, max_points, is_print,
+                                                    report_path, step1_dir)
+        self._model, self._export_path, self._runtime = model, None, None
+        return points
 
     @api_call
     def hybrid_quantization_step1(self, dataset: str | None = None, rknn_batch_size: int | None = None,
                                   proposal: bool = False, proposal_dataset_size: int = 1,
                                   custom_hybrid: Any = None) -> int:
         """Write {model_name}.model / .data / .quantization.cfg in the current folder (seed 002 §6.3)."""
-        from openrknn.compile import build_model, calibration_setup
-        from openrknn.quant.hybrid import custom_hybrid_pairs, write_step1
-        from openrknn.quant.overrides import QuantOverrides
         if self._source is None:
             raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before hybrid_quantization_step1()")
-        cfg = self._cfg()
-        pairs = custom_hybrid_pairs(custom_hybrid)
-        model = build_model(self._source, cfg, True, dataset, rknn_batch_size, self._custom_ops,
-                            QuantOverrides(float_subgraphs=pairs) if pairs else None)
-        float_layers = list(model.metadata.get("quantization", {}).get("float_layers", []))
-        settings, samples = calibration_setup(model, cfg, dataset)
-        note = ""
-        if proposal:
-            from openrknn.analysis.mixed_precision import propose_layers
-            proposed = propose_layers(model, samples[:max(1, int(proposal_dataset_size))], custom_ops=self._custom_ops)
-            float_layers = list(dict.fromkeys(float_layers + proposed))
-            note = (f"proposal: {len(proposed)} layer(s) lose most accuracy when quantized alone (single-mode "
-                    "cosine < 0.99); they are listed in custom_quantize_layers")
-        write_step1(model, samples, settings, self._model_name, ".", float_layers, note)
+        from openrknn import pipeline
+        pipeline.hybrid_step1(self._source, self._cfg(), dataset, rknn_batch_size, self._custom_ops,
+                              self._model_name, proposal, proposal_dataset_size, custom_hybrid)
         return 0
 
     @api_call
     def hybrid_quantization_step2(self, model_input: str, data_input: str, model_quantization_cfg: str) -> int:
         """Build the model from the step-1 files and the edited config."""
-        from openrknn.quant import quantize_model
-        from openrknn.quant.hybrid import read_step2
-        inputs = read_step2(model_input, data_input, model_quantization_cfg)
-        model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides, self._custom_ops)
+        from openrknn import pipeline
+        model = pipeline.hybrid_step2(model_input, data_input, model_quantization_cfg, self._custom_ops)
         self._model, self._source, self._runtime = model, None, None
         self._loaded_from_rknn, self._export_path = False, None
-        log.info(f"hybrid_quantization_step2: {len(inputs.overrides.float_layers)} layer(s) in float16, "
-                 f"{len(inputs.overrides.params)} edited parameter set(s)")
         return 0
 
     @api_call

@@ -168,7 +168,7 @@ def test_the_checker_sees_a_circle():
 
 # the stages below the facade; none of them may import it (docs/architecture.md)
 STAGES = ("chips", "graph", "frontends", "quant", "sim", "profile", "analysis", "evaluation", "model_file",
-          "export", "codegen", "runtime", "report")
+          "export", "codegen", "runtime", "report", "compile", "pipeline")
 
 
 def test_no_stage_imports_the_facade():
@@ -192,3 +192,48 @@ def test_importing_the_lite_runtime_does_not_load_the_facade():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent).stdout.strip()
     assert out == "False"
+
+
+# the build flows down through one module: the facade calls it once per build-like API and holds no
+# build logic of its own (issue 31: auto_hybrid and hybrid step 1/2 used to live in the facade)
+FACADE = PACKAGE / "api" / "rknn.py"
+PIPELINE_CALLS = {"build": "build", "auto_hybrid_report": "auto_hybrid_report",
+                  "hybrid_quantization_step1": "hybrid_step1", "hybrid_quantization_step2": "hybrid_step2"}
+
+
+def _facade_methods() -> dict[str, ast.FunctionDef]:
+    tree = ast.parse(FACADE.read_text(), str(FACADE))
+    facade = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "RKNN")
+    return {n.name: n for n in facade.body if isinstance(n, ast.FunctionDef)}
+
+
+def test_each_build_api_is_one_call_into_the_pipeline():
+    methods = _facade_methods()
+    for api, function in PIPELINE_CALLS.items():
+        calls = [n.func.attr for n in ast.walk(methods[api]) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                 and n.func.value.id == "pipeline"]
+        assert calls == [function], f"RKNN.{api} should call pipeline.{function} once, calls {calls}"
+
+
+def test_the_facade_holds_no_build_logic():
+    """No auto_hybrid helper, and no import of what the pipeline orchestrates (compile, the precision
+    search, calibration, hybrid files) from the build APIs."""
+    methods = _facade_methods()
+    assert not [name for name in methods if "hybrid" in name and name not in PIPELINE_CALLS], \
+        "auto_hybrid orchestration belongs in openrknn/pipeline.py"
+    for api in PIPELINE_CALLS:
+        imported = [t for n in ast.walk(methods[api]) if isinstance(n, (ast.Import, ast.ImportFrom))
+                    for t in _targets(n, "openrknn.api.rknn")]
+        assert imported == ["openrknn.pipeline"], f"RKNN.{api} imports {imported}"
+    source = FACADE.read_text()
+    for name in ("auto_hybrid_build", "calibration_setup", "CalibrationCache", "write_step1", "read_step2"):
+        assert name not in source, f"the facade still uses {name}; the pipeline calls it"
+
+
+def test_the_pipeline_sits_below_the_facade():
+    graph = import_graph()
+    assert "openrknn.pipeline" in MODULES
+    assert not any(t.startswith("openrknn.api") or t.startswith("openrknn.cli") or t.startswith("openrknn.ui")
+                   for t in graph["openrknn.pipeline"]), graph["openrknn.pipeline"]
+    assert {"openrknn.compile", "openrknn.analysis.mixed_precision"} <= graph["openrknn.pipeline"]

@@ -199,3 +199,59 @@ def test_context_gains_score_layers_with_the_others_quantized(workdir):
     assert max(gains, key=gains.get) == "conv2" and gains["conv2"] > 0.01
     after = context_gains(plain._model, sample, ["conv2"])
     assert "conv2" not in after and max(after.values()) < gains["conv2"]
+
+
+@pytest.fixture
+def eight_samples(workdir):
+    """The workdir with 8 calibration samples: 4 the search judges on, 4 held back."""
+    rng = np.random.default_rng(5)
+    for i in range(4, 8):
+        np.save(workdir / f"x{i}.npy", rng.uniform(0, 1, (1, 3, 16, 16)).astype(np.float32))
+    (workdir / "dataset.txt").write_text("".join(f"x{i}.npy\n" for i in range(8)))
+    return workdir
+
+
+def _held_back_scores(monkeypatch, scores):
+    """Make the held-back check score a model by the layers it keeps in float16."""
+    from openrknn.analysis import mixed_precision
+
+    def score(self, model):
+        self.last = scores(frozenset(model.metadata.get("quantization", {}).get("float_layers", [])))
+        return self.last
+    monkeypatch.setattr(mixed_precision._HeldBack, "score", score)
+
+
+def test_a_choice_worse_than_plain_on_held_back_samples_gets_more_moves(eight_samples, monkeypatch, capsys):
+    # conv2 alone meets the threshold on the judged samples but generalises worse than plain int8
+    _held_back_scores(monkeypatch, lambda floats: {frozenset(): 0.99, frozenset({"conv2"}): 0.98}.get(floats, 0.995))
+    rknn = _rknn(eight_samples, auto_hybrid_cos_thresh=0.99)
+    assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
+    facts = rknn._model.metadata["auto_hybrid"]
+    assert facts["met"] and "conv2" in facts["float16_layers"] and len(facts["float16_layers"]) > 1
+    out = capsys.readouterr().out
+    assert "held-back calibration sample(s) is 0.98000, below plain int8's 0.99000; adding moves" in out
+
+
+def test_no_choice_beating_plain_on_held_back_samples_keeps_plain(eight_samples, monkeypatch, capsys):
+    _held_back_scores(monkeypatch, lambda floats: 0.99 if not floats else 0.98)
+    rknn = _rknn(eight_samples, auto_hybrid_cos_thresh=0.99)
+    assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
+    facts = rknn._model.metadata["auto_hybrid"]
+    assert not facts["met"] and facts["float16_layers"] == [] and facts["custom_quantize_layers"] == {}
+    assert "W auto_hybrid: no choice meeting the threshold beats plain int8 on the held-back" in capsys.readouterr().out
+
+
+def test_held_back_samples_alone_do_not_change_a_good_choice(eight_samples, capsys):
+    rknn = _rknn(eight_samples, auto_hybrid_cos_thresh=0.99)
+    assert rknn.build(do_quantization=True, dataset="dataset.txt", auto_hybrid=True) == 0
+    assert rknn._model.metadata["auto_hybrid"]["float16_layers"] == ["conv2"]
+    assert "held-back" not in capsys.readouterr().out
+
+
+def test_mean_output_cosine_stacks_small_outputs():
+    from openrknn.analysis.mixed_precision import mean_output_cosine
+    golden = [[np.array([1.0, 0.0]), np.ones(32)], [np.array([0.0, 1.0]), np.ones(32)]]
+    results = [[np.array([1.0, 0.0]), np.ones(32)], [np.array([1.0, 0.0]), -np.ones(32)]]
+    # output 0 stacked: [1,0,0,1]·[1,0,1,0] / 2 = 0.5; output 1: mean of 1 and -1 = 0
+    assert mean_output_cosine(golden, results) == pytest.approx(0.0)
+    assert mean_output_cosine(golden, golden) == pytest.approx(1.0)
