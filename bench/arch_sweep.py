@@ -338,7 +338,8 @@ def main() -> None:
     parser.add_argument("--inits", default=",".join(INITS))
     parser.add_argument("--toolkits", default="openrknn,vendor")
     parser.add_argument("--dtypes", default=",".join(DTYPES))
-    parser.add_argument("--data", default=str(REPO.parent / "shared"))
+    parser.add_argument("--data", default=os.environ.get("OPENRKNN_TEST_DATA", str(REPO.parent / "shared")),
+                        help="folder with images/ (default $OPENRKNN_TEST_DATA, else ../shared)")
     parser.add_argument("--calib", type=int, default=10)
     parser.add_argument("--held-out", type=int, default=4)
     parser.add_argument("--cache", default=str(REPO / "bench" / ".cache" / "arch_sweep"))
