@@ -13,6 +13,10 @@ from openrknn import __version__, log
 from openrknn.cli.common import (add_input_size_list_argument, load_by_extension, parse_floats,
                                  parse_input_size_list, print_top5)
 from openrknn.errors import missing_extra_from
+from openrknn.quant.settings import QUANT_METHOD_GROUPS, QUANT_METHODS
+
+# the group methods need quantized_dtype w4a16, which `convert` has no flag for
+PER_TENSOR_OR_CHANNEL = tuple(m for m in QUANT_METHODS if m not in QUANT_METHOD_GROUPS)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
@@ -138,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=None, help=".rknn path (folder for .yml)")
     p.add_argument("--format", choices=("rknn", "tflite"), default="rknn",
                    help="tflite: a fully-int8 .tflite for LiteRT / Mesa Teflon (needs --dataset)")
-    p.add_argument("--quantized-method", dest="quantized_method", choices=("layer", "channel"), default=None,
+    p.add_argument("--quantized-method", dest="quantized_method", choices=PER_TENSOR_OR_CHANNEL, default=None,
                    help="weights per tensor ('layer') or per output channel ('channel'); default: 'layer' with "
                         "--format tflite (what Teflon's NPU backend takes), the config default ('channel') otherwise")
     p.add_argument("--mean", default=None, help="e.g. '123.675 116.28 103.53' ('#' between inputs)")

@@ -20,6 +20,7 @@ from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import op_support
 from openrknn.profile.cost_table import CostTable
+from openrknn.quant.settings import DTYPES, canonical_dtype
 
 _ONNX_INT_TYPES = {TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool",
                    TensorProto.UINT8: "uint8", TensorProto.INT8: "int8", TensorProto.INT16: "int16"}
@@ -89,7 +90,6 @@ def default_dtypes(quantized_dtype: str | None) -> tuple[str, str]:
     quantizer's own table (w8a16 and w4a16 keep float16 activations, per the API reference)."""
     if quantized_dtype is None:
         return "float16", "float16"
-    from openrknn.quant.settings import DTYPES, canonical_dtype
     try:
         spec = DTYPES[canonical_dtype(quantized_dtype)]
     except (KeyError, Exception):   # noqa: BLE001 - an unknown name in an old file: the default

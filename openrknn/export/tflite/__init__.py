@@ -14,6 +14,7 @@ from openrknn.errors import NotSupportedError
 from openrknn.export.tflite.convert import LayerRow, build_graph, build_layer_graph
 from openrknn.export.tflite.flatbuffer import serialize
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.quant.settings import resolve_alias
 
 __all__ = ["export_tflite", "tflite_bytes", "format_report", "build_layer_graph", "serialize", "LayerRow"]
 
@@ -35,7 +36,7 @@ def tflite_bytes(model: RKNNModel, float_io: bool = True) -> tuple[bytes, list[L
         UnsupportedOpError: a layer has no TFLite form (the message names the op).
     """
     _require_packages()
-    if model.quantized_dtype not in ("w8a8", "asymmetric_quantized-8"):
+    if resolve_alias(model.quantized_dtype or "") != "w8a8":
         raise NotSupportedError(f"export_tflite needs a model built with do_quantization=True and "
                                 f"quantized_dtype='w8a8' (this one is {model.quantized_dtype or model.float_dtype}): "
                                 "TFLite's integer kernels and Teflon take int8")
