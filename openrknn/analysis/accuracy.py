@@ -19,13 +19,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 from onnx import helper
+from tqdm import tqdm
 
 from openrknn import log
 from openrknn.errors import RuntimeStateError
 from openrknn.graph import npu_layers
-from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.rknn_model import RKNNModel
+from openrknn.graph.rknn_model import RKNNModel as Record
 from openrknn.graph.runner import GraphRunner
+from openrknn.sim.quantized import lower_quantized
 from openrknn.sim.session import lower
 
 
@@ -156,7 +159,6 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],
 def _lowered(model: RKNNModel) -> onnx.ModelProto:
     """The simulator's graph, with every integer tensor also dequantized for comparison."""
     if model.is_quantized:
-        from openrknn.sim.quantized import lower_quantized
         return lower_quantized(model, all_float=True)
     return lower(model)
 
@@ -225,7 +227,6 @@ def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden
     # constants as the built model stores them (quantized weights), else the golden float ones
     inits = {i.name: i for i in golden_graph.graph.initializer}
     inits.update({i.name: i for i in model.graph.graph.initializer if i.name in inits})
-    from tqdm import tqdm   # each layer runs alone: the long part, so it shows a bar (as the original's)
     for group in tqdm(npu_layers.layer_groups(golden_graph.graph), desc="I accuracy_analysis: single layers",
                       unit="layer", disable=None, leave=False):
         outs = [o for o in group.outputs if o in rows and o in result.simulator and _is_float(golden[o])]
@@ -247,8 +248,6 @@ def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onn
                 types, inits, golden: dict[str, np.ndarray],
                 custom_ops: CustomOpRegistry | None = None) -> dict[str, np.ndarray]:
     """Lower and run one layer (its nodes) alone, its inputs being golden values."""
-    from openrknn.graph.rknn_model import RKNNModel as Record
-
     inside = {o for n in nodes for o in n.output}
     used = list(dict.fromkeys(i for n in nodes for i in n.input if i))
     feed_names = [i for i in used if i not in inits and i not in inside]

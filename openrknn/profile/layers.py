@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto, helper
 
+from openrknn import chips
 from openrknn import log
 from openrknn.errors import ModelLoadError
 from openrknn.graph import npu_layers
@@ -20,6 +21,7 @@ from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import op_support
 from openrknn.profile.cost_table import CostTable
+from openrknn.profile.cost_table import cost_table
 from openrknn.quant.settings import DTYPES, canonical_dtype
 
 _ONNX_INT_TYPES = {TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool",
@@ -391,8 +393,6 @@ def layer_count(model: RKNNModel, platform: str | None = None) -> int:
     """How many layers the chip executes for a built model, as rknn-toolkit2's layer table and
     ``eval_perf`` count them (InputOperator/OutputOperator rows included). ``openrknn info``, the
     build log and the workbench all print this number."""
-    from openrknn import chips
-    from openrknn.profile.cost_table import cost_table
     chip = chips.get_chip(platform or (model.platforms[0] if model.platforms else "rk3588"))
     return len(build_layers(model, cost_table(chip), chip.float_on_npu))
 

@@ -36,13 +36,13 @@ def test_board_connection_without_msgpack_names_the_serve_extra(conv_model, monk
 
 def test_unexpected_missing_module_names_its_extra(conv_model, monkeypatch, capsys):
     """Any ImportError of an optional module reaching the facade or the CLI names the extra."""
-    import openrknn.compile as compile_module
+    import openrknn.api.rknn as facade   # the facade imports build_model at module level
 
     def needs_scipy(*args, **kwargs):
         import scipy  # noqa: F401  (blocked below)
 
     monkeypatch.setitem(sys.modules, "scipy", None)
-    monkeypatch.setattr(compile_module, "build_model", needs_scipy)
+    monkeypatch.setattr(facade, "build_model", needs_scipy)
     rknn = RKNN()
     rknn.config(target_platform="rk3588")
     rknn.load_onnx(model=str(conv_model))

@@ -192,3 +192,84 @@ def test_importing_the_lite_runtime_does_not_load_the_facade():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=PACKAGE.parent).stdout.strip()
     assert out == "False"
+
+
+# The package's required dependencies (pyproject [project] dependencies) and the standard library:
+# importing them inside a function hides nothing and saves nothing worth a hidden import.
+CORE_DEPENDENCIES = {"numpy", "onnx", "onnxruntime", "google", "PIL", "yaml", "tqdm"}
+# runs inside rknn-toolkit2's own Python as a subprocess (never imported by openrknn), where `rknn` is
+# Rockchip's package and only the vendor's libraries exist
+VENDOR_SCRIPTS = {"openrknn.export.rockchip.job"}
+
+
+def _third_party(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name.split(".")[0] for alias in node.names]
+    return [] if node.level else [(node.module or "").split(".")[0]]
+
+
+def _optional_extras(name: str, tree: ast.Module) -> set[str]:
+    """Top-level packages outside the standard library and the required dependencies that ``name``
+    imports at module level."""
+    import sys
+    return {t for node in _module_level_imports(tree) for t in _third_party(node)
+            if t not in sys.stdlib_module_names and t not in CORE_DEPENDENCIES
+            and t not in ("openrknn", "rknn", "rknnlite")}
+
+
+def _lazy_attribute_imports(tree: ast.Module) -> set[ast.AST]:
+    """Imports inside a module-level ``__getattr__`` (PEP 562): a package attribute loaded on first use."""
+    return {n for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "__getattr__"
+            for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))}
+
+
+def function_level_imports_without_an_extra() -> list[str]:
+    """``module:line statement`` of every import inside a function that loads no optional extra:
+    neither a package outside the required dependencies nor an openrknn module that imports one."""
+    trees = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+    extras = {name: _optional_extras(name, tree) for name, tree in trees.items()}
+    graph = import_graph()
+
+    def reaches_an_extra(module: str) -> bool:
+        seen, stack = set(), [module]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if extras.get(current):
+                return True
+            stack.extend(graph.get(current, ()))
+        return False
+
+    found = []
+    for name, tree in sorted(trees.items()):
+        if name in VENDOR_SCRIPTS:
+            continue
+        lazy = _lazy_attribute_imports(tree)
+        for node in _function_level_imports(tree):
+            if node in lazy:
+                continue
+            import sys
+            third = [t for t in _third_party(node) if t not in sys.stdlib_module_names
+                     and t not in CORE_DEPENDENCIES and t not in ("openrknn", "rknn", "rknnlite")]
+            if third or any(reaches_an_extra(t) for t in _targets(node, name)):
+                continue
+            found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_imports_inside_functions_are_for_optional_extras_only():
+    """An import inside a function is for an optional extra (torch, tflite, cryptography, …), directly or
+    through the openrknn module it loads; everything else is imported at module level, where the import
+    graph (and the circle check above) sees it."""
+    found = function_level_imports_without_an_extra()
+    assert not found, "imports inside functions that load no optional extra (move them to the top):\n" + \
+        "\n".join(found)
+
+
+def test_the_function_level_check_sees_a_plain_import(tmp_path):
+    tree = ast.parse("def f():\n    import json\n    from openrknn import log\n")
+    assert len(_function_level_imports(tree)) == 2
+    assert not _optional_extras("x", ast.parse("import numpy\nimport json\n"))
+    assert _optional_extras("x", ast.parse("try:\n    import torch\nexcept ImportError:\n    torch = None\n")) == {"torch"}

@@ -14,6 +14,7 @@ from openrknn.errors import NotSupportedError
 from openrknn.export.tflite.convert import LayerRow, build_graph, build_layer_graph
 from openrknn.export.tflite.flatbuffer import serialize
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.model_file.container import write_atomic
 from openrknn.quant.settings import resolve_alias
 
 __all__ = ["export_tflite", "tflite_bytes", "format_report", "build_layer_graph", "serialize", "LayerRow"]
@@ -61,7 +62,6 @@ def export_tflite(model: RKNNModel, path: str, float_io: bool = True, report_pat
                   quiet: bool = False) -> list[dict[str, str]]:
     """Write ``model`` as ``path`` (atomic) and return the report (one dict per layer); the report is
     printed and, with ``report_path``, written as JSON."""
-    from openrknn.model_file.container import write_atomic
     data, rows = tflite_bytes(model, float_io)
     per_channel = [n for n, r in model.quant_params.items() if r["dtype"] == "int8" and len(r["scale"]) > 1]
     if per_channel:

@@ -12,6 +12,8 @@ from openrknn.export.tflite.convert import Exporter
 from openrknn.export.tflite.flatbuffer import serialize
 from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.sim.quantized import lower_quantized
+from openrknn.sim.session import make_session
 
 
 # A float layer's outputs agree when |LiteRT − simulator| ≤ FLOAT_TOLERANCE · max(|simulator|) beyond
@@ -45,8 +47,6 @@ def simulator_tensors(model: RKNNModel, feeds: dict[str, np.ndarray]
                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(int8 tensors, stored float tensors) of one simulator run: the float ones are what float
     layers store (float16 values, as float32) and the graph's float inputs."""
-    from openrknn.sim.quantized import lower_quantized
-    from openrknn.sim.session import make_session
     lowered = lower_quantized(model)
     produced = {o for n in lowered.graph.node for o in n.output}
     declared = {o.name for o in lowered.graph.output}
