@@ -28,7 +28,8 @@ from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.rknn_model import RKNNModel as Record
 from openrknn.graph.runner import GraphRunner
-from openrknn.sim.quantized import lower_quantized
+from openrknn.sim.quantized import (INT_SUFFIX, SCALE_SUFFIX, ZERO_POINT_SUFFIX, dequantized_form, float16_form,
+                                     int_form, lower_quantized, tensor_of_form)
 from openrknn.sim.session import lower
 
 
@@ -169,13 +170,14 @@ def _expose_quantized(graph: onnx.ModelProto) -> onnx.ModelProto:
     inits = {i.name: i for i in graph.graph.initializer}
     produced = {o for n in graph.graph.node for o in n.output}
     extra = []
-    for name in sorted(o[:-3] for o in produced if o.endswith("__q")):
-        scale, zero = inits.get(f"{name}__s"), inits.get(f"{name}__z")
-        if scale is None or zero is None or f"{name}__dq" in produced:
+    integer = (tensor_of_form(o, INT_SUFFIX) for o in produced)
+    for name in sorted(t for t in integer if t is not None):
+        scale, zero = inits.get(name + SCALE_SUFFIX), inits.get(name + ZERO_POINT_SUFFIX)
+        if scale is None or zero is None or dequantized_form(name) in produced:
             continue
         axis = {"axis": 1} if len(scale.dims) and scale.dims[0] > 1 else {}
-        extra.append(helper.make_node("DequantizeLinear", [f"{name}__q", scale.name, zero.name], [f"{name}__dq"],
-                                      name=f"{name}__analysis_dq", **axis))
+        extra.append(helper.make_node("DequantizeLinear", [int_form(name), scale.name, zero.name],
+                                      [dequantized_form(name)], name=f"{name}__analysis_dq", **axis))
     graph.graph.node.extend(extra)
     return graph
 
@@ -195,7 +197,7 @@ def _is_float(array: np.ndarray) -> bool:
 
 def _sim_value(values: dict[str, np.ndarray], name: str) -> np.ndarray | None:
     """The simulator's value of a structural tensor (the rounded/dequantized copy when there is one)."""
-    for candidate in (f"{name}__fp16", f"{name}__dq", name):
+    for candidate in (float16_form(name), dequantized_form(name), name):
         if candidate in values:
             return values[candidate]
     return None

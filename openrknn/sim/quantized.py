@@ -2,7 +2,9 @@
 
 Each structural tensor ``T`` has up to two executable forms: the integer tensor ``T__q`` and a
 float tensor (``T__dq`` = DequantizeLinear of ``T__q``, ``T__fp16`` for float16 layers, or ``T``
-itself for graph inputs/outputs and names used inside subgraphs). Each node is lowered by the
+itself for graph inputs/outputs and names used inside subgraphs); :func:`int_form`,
+:func:`dequantized_form`, :func:`float16_form` and :func:`tensor_of_form` are those names for the
+readers of a lowered graph. Each node is lowered by the
 function registered for the kind ``openrknn.quant.annotate`` stored on it (:func:`register_lowering`;
 a second lowering for one kind is an error, a kind without one fails naming it). The exact-integer
 sums and requantization live in :mod:`openrknn.sim.integer_arithmetic`, with their contract; see
@@ -42,10 +44,34 @@ from openrknn.quant import annotate
 from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, dequantize, requant_multiplier
 from openrknn.quant.settings import DTYPES
 from openrknn.quant.weights import narrowed
-from openrknn.sim.fp16 import lower_fp16, round_to_fp16
+from openrknn.sim.fp16 import FLOAT16_SUFFIX, lower_fp16, round_to_fp16
 from openrknn.sim.integer_arithmetic import IntegerArithmetic, weighted_io
 
 _MS_DOMAIN = "com.microsoft"
+
+# The names of a structural tensor T's executable forms in the lowered graph. Readers of a lowered graph
+# (analysis/accuracy, export/tflite/verify) find the forms through these names, not by spelling them.
+INT_SUFFIX, DEQUANTIZED_SUFFIX, SCALE_SUFFIX, ZERO_POINT_SUFFIX = "__q", "__dq", "__s", "__z"
+
+
+def int_form(tensor: str) -> str:
+    """``T__q``: the integer tensor (uint8 for int8 activations, with zero point + 128)."""
+    return tensor + INT_SUFFIX
+
+
+def dequantized_form(tensor: str) -> str:
+    """``T__dq``: DequantizeLinear of ``T__q`` (scale ``T__s``, zero point ``T__z``)."""
+    return tensor + DEQUANTIZED_SUFFIX
+
+
+def float16_form(tensor: str) -> str:
+    """``T__fp16``: a tensor a float16 layer stores, rounded to float16 (held as float32)."""
+    return tensor + FLOAT16_SUFFIX
+
+
+def tensor_of_form(name: str, suffix: str) -> str | None:
+    """The structural tensor whose form (``suffix``) ``name`` is, or None."""
+    return name[:-len(suffix)] if name.endswith(suffix) else None
 _EIGHT_BIT = ("int8", "uint8")
 _ONNX_TYPES = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8, "int16": onnx.TensorProto.INT16}
 
@@ -234,7 +260,7 @@ class _Lowering(IntegerArithmetic):
 
     def scale_zero(self, tensor: str) -> tuple[str, str]:
         params = self.params[tensor]
-        s_name, z_name = f"{tensor}__s", f"{tensor}__z"
+        s_name, z_name = tensor + SCALE_SUFFIX, tensor + ZERO_POINT_SUFFIX
         if s_name not in self._consts:
             self.const(s_name, np.float32(params.scale.ravel()[0]))
             self.const(z_name, np.array(params.zero_point.ravel()[0], NUMPY_TYPES[params.dtype]))
@@ -255,7 +281,7 @@ class _Lowering(IntegerArithmetic):
             return None
         source = self.need_float(tensor)
         s, z = self.scale_zero(tensor)
-        name = f"{tensor}__q"
+        name = int_form(tensor)
         self.nodes.append(helper.make_node("QuantizeLinear", [source, s, z], [name], name=f"{name}_quantize",
                                            domain=self._qdq_domain(self.params[tensor].dtype)))
         self.int_name[tensor] = name
@@ -266,13 +292,13 @@ class _Lowering(IntegerArithmetic):
         if tensor in self.float_name:
             return self.float_name[tensor]
         if tensor in self.int_name:
-            name = tensor if tensor in self.keep else f"{tensor}__dq"
+            name = tensor if tensor in self.keep else dequantized_form(tensor)
             s, z = self.scale_zero(tensor)
             self.nodes.append(helper.make_node("DequantizeLinear", [self.int_name[tensor], s, z], [name],
                                                name=f"{name}_dequantize",
                                                domain=self._qdq_domain(self.params[tensor].dtype)))
         elif tensor in self.inits and tensor in self.records and self.inits[tensor].data_type != onnx.TensorProto.FLOAT:
-            name = self.const(f"{tensor}__dq", self._dequantized_init(tensor))
+            name = self.const(dequantized_form(tensor), self._dequantized_init(tensor))
         else:
             return tensor
         self.float_name[tensor] = name
@@ -287,7 +313,7 @@ class _Lowering(IntegerArithmetic):
         return dequantize(array, QuantParams.from_dict(record))
 
     def set_int(self, tensor: str) -> str:
-        self.int_name[tensor] = f"{tensor}__q"
+        self.int_name[tensor] = int_form(tensor)
         return self.int_name[tensor]
 
     def is_8bit(self, *tensors: str) -> bool:
@@ -332,7 +358,7 @@ class _Lowering(IntegerArithmetic):
                 self.float_name[out] = copy.output[i]
                 continue
             raw, half = f"{out}__raw", f"{out}__half"
-            final = out if out in self.keep else f"{out}__fp16"
+            final = out if out in self.keep else float16_form(out)
             copy.output[i] = raw
             self.nodes += [helper.make_node("Cast", [raw], [half], to=self.half, name=f"{half}_cast"),
                            helper.make_node("Cast", [half], [final], to=onnx.TensorProto.FLOAT, name=f"{final}_cast")]
@@ -451,7 +477,7 @@ class _Lowering(IntegerArithmetic):
             real = y if y in self.keep else f"{y}__f32"
             self.nodes.append(helper.make_node("Mul", [acc, factor], [real], name=f"{y}__real"))
         else:   # read by float16 layers only: stored as float16(s_x·s_w·acc)
-            real = y if y in self.keep else f"{y}__fp16"
+            real = y if y in self.keep else float16_form(y)
             self.nodes += [helper.make_node("Mul", [acc, factor], [f"{y}__raw"], name=f"{y}__real"),
                            helper.make_node("Cast", [f"{y}__raw"], [f"{y}__half"], to=self.half,
                                             name=f"{y}__half_cast"),
