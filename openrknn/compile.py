@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from openrknn import __version__, chips, log
-from openrknn import quant
+from openrknn import __version__, chips, log, quant
 from openrknn.config import ModelConfig
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
 from openrknn.frontends import SourceModel

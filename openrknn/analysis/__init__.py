@@ -12,8 +12,7 @@ from openrknn.analysis.accuracy import LOPSIDED_DROP, LOPSIDED_INPUTS, AnalysisR
 from openrknn.analysis.report import write_report
 from openrknn.errors import InferenceInputError
 from openrknn.graph.custom_ops import CustomOpRegistry
-from openrknn.graph.rknn_model import RKNNModel
-from openrknn.graph.rknn_model import TensorSpec
+from openrknn.graph.rknn_model import RKNNModel, TensorSpec
 from openrknn.quant.dataset import load_dataset
 
 

@@ -10,8 +10,7 @@ from openrknn import __version__, log
 from openrknn.api import devices
 from openrknn.api.platforms import describe_platforms
 from openrknn.chips import NPUCoreMask
-from openrknn.errors import RKNNError, missing_extra_from
-from openrknn.errors import RuntimeStateError
+from openrknn.errors import RKNNError, RuntimeStateError, missing_extra_from
 
 __all__ = ["NPUCoreMask", "RuntimeInfo", "api_call", "sdk_version_text"]
 

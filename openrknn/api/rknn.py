@@ -12,9 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import onnx
 
-from openrknn import chips, log
-from openrknn import profile
-from openrknn.analysis import run_accuracy_analysis, DEFAULT_SNAPSHOT_DIR
+from openrknn import chips, log, profile
+from openrknn.analysis import DEFAULT_SNAPSHOT_DIR, run_accuracy_analysis
 from openrknn.analysis.mixed_precision import auto_hybrid_build, propose_layers
 from openrknn.analysis.tradeoff import format_tradeoff, tradeoff_points
 from openrknn.api import devices
@@ -26,7 +25,7 @@ from openrknn.errors import ConfigError, NotSupportedError, RuntimeStateError
 from openrknn.evaluation import evaluate_built
 from openrknn.evaluation.cache import default_cache_path
 from openrknn.export import rockchip
-from openrknn.export.tflite import tflite_bytes, export_tflite
+from openrknn.export.tflite import export_tflite, tflite_bytes
 from openrknn.export.tflite.target import as_exported
 from openrknn.frontends import SourceModel
 from openrknn.frontends.caffe import load_caffe
@@ -47,9 +46,9 @@ from openrknn.model_file.sync import export_sync_model
 from openrknn.profile import limits
 from openrknn.quant import quantize_model
 from openrknn.quant.calibrate import CalibrationCache
-from openrknn.quant.hybrid import write_step1, custom_hybrid_pairs, read_step2
+from openrknn.quant.hybrid import custom_hybrid_pairs, read_step2, write_step1
 from openrknn.quant.overrides import QuantOverrides
-from openrknn.report import perf_html, write_html, memory_html, tradeoff_html
+from openrknn.report import memory_html, perf_html, tradeoff_html, write_html
 from openrknn.runtime import remote, remote_report
 from openrknn.sim.session import Simulator
 

@@ -20,7 +20,7 @@ import numpy as np
 from openrknn import log
 from openrknn.capi import matmul
 from openrknn.capi import structs as s
-from openrknn.capi.custom_ops import register, get_op_attr
+from openrknn.capi.custom_ops import get_op_attr, register
 from openrknn.capi.handles import _contexts, _lock, _memories, context, entry, new_handle
 from openrknn.capi.model_context import ModelContext
 from openrknn.capi.tensors import ApiError

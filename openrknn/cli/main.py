@@ -9,8 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from openrknn import __version__, log
-from openrknn import ui
+from openrknn import __version__, log, ui
 from openrknn.api.platforms import describe_platforms
 from openrknn.api.rknn import RKNN
 from openrknn.capi import build as capi_build
@@ -23,8 +22,7 @@ from openrknn.cli.evaluate import add_eval_parser
 from openrknn.cli.hybrid import add_hybrid_parser
 from openrknn.cli.info import describe_model
 from openrknn.cli.rknn_convert import convert
-from openrknn.errors import RKNNError
-from openrknn.errors import missing_extra_from
+from openrknn.errors import RKNNError, missing_extra_from
 from openrknn.graph.input_files import read_input
 from openrknn.quant.settings import QUANT_METHOD_GROUPS, QUANT_METHODS
 from openrknn.runtime.lite import RKNNLite

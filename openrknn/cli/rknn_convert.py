@@ -12,8 +12,7 @@ import yaml
 
 from openrknn import frontends, log
 from openrknn.api.rknn import RKNN
-from openrknn.errors import ConfigError
-from openrknn.errors import missing_extra_from
+from openrknn.errors import ConfigError, missing_extra_from
 
 _PLATFORM_LOADERS = ("tensorflow", "tflite", "caffe", "onnx", "pytorch", "darknet", "mxnet")
 

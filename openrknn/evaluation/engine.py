@@ -26,8 +26,7 @@ from openrknn.evaluation.cache import ResultCache
 from openrknn.evaluation.datasets import EvalDataset
 from openrknn.evaluation.metrics import Accumulator, ModelMetrics
 from openrknn.evaluation.models import EvalModel
-from openrknn.evaluation.worker import PostProcess, ShardTask, run_key, run_shard
-from openrknn.evaluation.worker import ShardResult
+from openrknn.evaluation.worker import PostProcess, ShardResult, ShardTask, run_key, run_shard
 
 SHARD_SIZE = 16
 

@@ -16,7 +16,7 @@ import onnx
 from openrknn.errors import RuntimeStateError
 from openrknn.graph.rknn_model import LAYOUT_NCHW, RKNNModel, TensorSpec
 from openrknn.graph.runner import GraphRunner
-from openrknn.model_file import to_container, load_model_bytes
+from openrknn.model_file import load_model_bytes, to_container
 from openrknn.model_file.container import encode
 from openrknn.sim.session import Simulator
 

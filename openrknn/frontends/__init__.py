@@ -12,7 +12,7 @@ from typing import Any
 
 import onnx
 
-from openrknn.errors import ModelLoadError, ConfigError
+from openrknn.errors import ConfigError, ModelLoadError
 
 FRONTEND_OPSET = 17
 

@@ -23,8 +23,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn import log
-from openrknn.errors import ConfigError, ModelLoadError
-from openrknn.errors import RKNNError
+from openrknn.errors import ConfigError, ModelLoadError, RKNNError
 from openrknn.frontends import require_file
 
 _FORMULA = re.compile(r"^([a-z1,]+)(?:\[([a-z0-9=,\s]*)\])?->([a-z1,]+)$")

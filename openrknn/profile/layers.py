@@ -13,15 +13,13 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto, helper
 
-from openrknn import chips
-from openrknn import log
+from openrknn import chips, log
 from openrknn.errors import ModelLoadError
 from openrknn.graph import npu_layers
 from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import op_support
-from openrknn.profile.cost_table import CostTable
-from openrknn.profile.cost_table import cost_table
+from openrknn.profile.cost_table import CostTable, cost_table
 from openrknn.quant.settings import DTYPES, canonical_dtype
 
 _ONNX_INT_TYPES = {TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool",

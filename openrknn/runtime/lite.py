@@ -18,7 +18,7 @@ from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file import load_model
 from openrknn.model_file.embedded import read_tflite
-from openrknn.runtime import rockchip_backend, backends
+from openrknn.runtime import backends, rockchip_backend
 from openrknn.runtime.rockchip_backend import RockchipRuntime
 
 if TYPE_CHECKING:

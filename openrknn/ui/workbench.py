@@ -13,11 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from openrknn import chips, profile
-from openrknn import frontends, log
+from openrknn import chips, frontends, log, profile
 from openrknn.api.rknn import RKNN
 from openrknn.graph.input_files import read_input
-from openrknn.graph.layer_index import npu_layer_table, layer_of_node, node_of_layer
+from openrknn.graph.layer_index import layer_of_node, node_of_layer, npu_layer_table
 from openrknn.graph.rknn_model import LAYOUT_NCHW
 from openrknn.quant.dataset import IMAGE_EXTENSIONS
 from openrknn.report import memory_html, perf_html, write_html

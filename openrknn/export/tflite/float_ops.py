@@ -6,8 +6,7 @@ from typing import Any, Callable
 
 import numpy as np
 import onnx
-from onnx import helper
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 from openrknn.errors import NotSupportedError
 from openrknn.export.tflite import layout

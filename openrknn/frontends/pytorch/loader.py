@@ -28,8 +28,7 @@ import onnxruntime as ort
 
 from openrknn import log
 from openrknn.errors import ModelLoadError, UnsupportedOpError
-from openrknn.frontends import FRONTEND_OPSET, SourceModel
-from openrknn.frontends import require_file
+from openrknn.frontends import FRONTEND_OPSET, SourceModel, require_file
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
 

@@ -22,8 +22,7 @@ from google.protobuf import text_format
 
 from openrknn import log
 from openrknn.errors import ModelLoadError, UnsupportedOpError
-from openrknn.frontends import SourceModel
-from openrknn.frontends import require_file
+from openrknn.frontends import SourceModel, require_file
 from openrknn.frontends.onnx_builder import GraphBuilder
 from openrknn.frontends.tensorflow.context import Context, Value, tensor_key
 from openrknn.frontends.tensorflow.ops import CONVERTERS
