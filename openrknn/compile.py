@@ -5,25 +5,34 @@ supported-op check → quantization (or fp16) → the model record.
 """
 from __future__ import annotations
 
+import difflib
 import time
 from typing import Any
 
 import numpy as np
 import onnx
 
-from openrknn import __version__, chips, log
+from openrknn import __version__, chips, log, quant
 from openrknn.config import ModelConfig
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
 from openrknn.frontends import SourceModel
-from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph import dynamic_shapes
 from openrknn.graph import npu_layers
+from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
+from openrknn.graph.io_reshape import remove_boundary_reshapes
 from openrknn.graph.layer_index import count_layers
+from openrknn.graph.passes import optimize
 from openrknn.graph.preprocess import embed_preprocess
+from openrknn.graph.pruning import prune_zero_channels
+from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
+from openrknn.graph.runner import make_session
+from openrknn.graph.sparsity import find_sparse_layers
+from openrknn.graph.supported_ops import check_supported
 from openrknn.graph.yuv import embed_yuv_inputs
 from openrknn.model_file.graph_checks import check_empty_inputs
 from openrknn.model_file.header_schema import check_input_sizes
-from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
+from openrknn.profile.limits import check_build
+from openrknn.quant.joins import warn_lopsided_joins
 
 
 def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, dataset: str | None,
@@ -87,7 +96,6 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     log.info(f"build: {count_layers(graph.graph)} layers; "
              + ("quantizing (calibration)" if do_quantization else f"{cfg.float_dtype} weights"))
     model = _quantize_or_float(model, source, cfg, do_quantization, dataset, overrides, custom_ops, cache)
-    from openrknn.profile.limits import check_build   # NPU-limit hook (issue 32): W lines, CPU layers for eval_perf
     check_build(model, cfg.platform)
     log.info(f"build: done in {time.perf_counter() - started:.2f} s "
              f"({count_layers(model.graph.graph)} layers, {'quantized ' + str(model.quantized_dtype) if model.is_quantized else model.float_dtype})")
@@ -96,7 +104,6 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
 
 def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[list[int]]]) -> None:
     """Check every shape set runs; specs and metadata describe the MaxShape set."""
-    from openrknn.graph.runner import make_session
     dynamic_shapes.check_runs(model.graph, input_names, sets, make_session)
     best = dynamic_shapes.max_shape_index(sets)
     for spec, shape in zip(model.inputs, sets[best]):
@@ -110,7 +117,6 @@ def _finish_dynamic(model: RKNNModel, input_names: list[str], sets: list[list[li
 def _check_op_target(graph: onnx.ModelProto, op_target: dict[str, str] | None) -> None:
     if not op_target:
         return
-    import difflib
     names = [n.name for n in graph.graph.node]
     for name in op_target:
         if name not in names:
@@ -125,7 +131,6 @@ def _record_build_options(model: RKNNModel, cfg: ModelConfig) -> None:
     model.metadata["compress_weight"] = cfg.compress_weight
     model.metadata["remove_weight"] = cfg.remove_weight
     if cfg.sparse_infer:
-        from openrknn.graph.sparsity import find_sparse_layers
         sparse = find_sparse_layers(model.graph)
         model.metadata["sparse_layers"] = sorted(sparse)
         if sparse:
@@ -139,7 +144,6 @@ def _record_build_options(model: RKNNModel, cfg: ModelConfig) -> None:
 def _apply_model_options(graph: onnx.ModelProto, cfg: ModelConfig) -> onnx.ModelProto:
     """config options that rewrite the graph: model_pruning, remove_reshape."""
     if cfg.model_pruning:
-        from openrknn.graph.pruning import prune_zero_channels
         graph, report = prune_zero_channels(graph)
         if report.removed_channels:   # documented: nothing is printed when nothing could be pruned
             weight_mb = (report.weight_bytes_after - report.weight_bytes_before) / 2**20
@@ -150,7 +154,6 @@ def _apply_model_options(graph: onnx.ModelProto, cfg: ModelConfig) -> onnx.Model
             log.info(f"    Weight: {weight_mb:.5f} MB ({weight_pct:.1f}%)")
             log.info(f"    GFLOPs: {gflops:.5f} ({flops_pct:.1f}%)")
     if cfg.remove_reshape:
-        from openrknn.graph.io_reshape import remove_boundary_reshapes
         graph = remove_boundary_reshapes(graph)
     return graph
 
@@ -166,7 +169,6 @@ def _batch(rknn_batch_size: Any) -> int:
 
 
 def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
-    from openrknn.graph.passes import optimize
     return optimize(model, level)
 
 
@@ -181,7 +183,6 @@ def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _check_supported(model: onnx.ModelProto, custom_ops: CustomOpRegistry | None) -> None:
-    from openrknn.graph.supported_ops import check_supported
     check_supported(model, custom_ops)
 
 
@@ -214,7 +215,6 @@ def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, 
                        dataset: str | None, overrides: Any = None,
                        custom_ops: CustomOpRegistry | None = None, cache: Any = None) -> RKNNModel:
     try:
-        from openrknn import quant
         quant.is_prequantized   # noqa: B018  (the quantization stage may be absent in a partial install)
     except (ImportError, AttributeError) as e:
         if do_quantization or source.quant_params:
@@ -230,14 +230,12 @@ def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, 
         return model
     settings, samples = calibration_setup(model, cfg, dataset)
     quantized = quant.quantize_model(model, samples, settings, overrides, custom_ops, cache)
-    from openrknn.quant.joins import warn_lopsided_joins
     warn_lopsided_joins(quantized, samples, custom_ops)
     return quantized
 
 
 def calibration_setup(model: RKNNModel, cfg: ModelConfig, dataset: str | None) -> tuple[Any, list[list[np.ndarray]]]:
     """The validated quantization settings of ``cfg`` and the calibration samples of ``dataset``."""
-    from openrknn import quant
     if not dataset:
         raise ConfigError("build: do_quantization=True needs a dataset (a .txt file listing calibration inputs)")
     settings = quant.QuantSettings(dtype=cfg.quantized_dtype, method=cfg.quantized_method,

@@ -15,11 +15,11 @@ from typing import Any
 from openrknn import chips
 from openrknn.errors import ConfigError
 from openrknn.graph.yuv import SUPPORTED as YUV_FORMATS
+from openrknn.profile.memory_plan import MEMORY_PLAN_STRATEGIES   # the allocator owns its strategy names
 # the quantization options are named and validated once, by the quantization stage (re-exported here)
 from openrknn.quant.settings import (QUANT_ALGORITHMS, QUANT_DTYPE_ALIASES, QUANT_METHOD_GROUPS,  # noqa: F401
                                      QUANT_METHODS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES, check_algorithm,
                                      check_dtype, check_method)
-
 
 
 @dataclass
@@ -339,7 +339,6 @@ def _set_misc(cfg: ModelConfig, kw: dict[str, Any]) -> None:
         setattr(cfg, name, _bool(kw, name))
     cfg.float_dtype = _choice(kw, "float_dtype", "float16", ("float16", "float32"))
     cfg.optimization_level = _int(kw, "optimization_level", 3, 0, 3)
-    from openrknn.profile.memory_plan import MEMORY_PLAN_STRATEGIES   # the allocator owns its strategy names
     vendor_plan = kw.get("memory_plan_strategy")
     if isinstance(vendor_plan, str) and vendor_plan in VENDOR_MEMORY_PLANS:   # rknn-toolkit2's own names
         cfg.memory_plan_strategy = VENDOR_MEMORY_PLANS[vendor_plan]

@@ -12,7 +12,8 @@ from openrknn.analysis.accuracy import LOPSIDED_DROP, LOPSIDED_INPUTS, AnalysisR
 from openrknn.analysis.report import write_report
 from openrknn.errors import InferenceInputError
 from openrknn.graph.custom_ops import CustomOpRegistry
-from openrknn.graph.rknn_model import RKNNModel
+from openrknn.graph.rknn_model import RKNNModel, TensorSpec
+from openrknn.quant.dataset import load_dataset
 
 
 DEFAULT_SNAPSHOT_DIR = "./snapshot"   # where output_dir=None writes its two text files
@@ -82,7 +83,6 @@ def _read_inputs(model: RKNNModel, inputs: Any, cfg: Any) -> dict[str, np.ndarra
             raise InferenceInputError(f"accuracy_analysis: the model has {len(specs)} input(s) but {len(inputs)} "
                                       "array(s) were given")
         return {spec.name: _as_graph_array(value, spec) for spec, value in zip(specs, inputs)}
-    from openrknn.quant.dataset import load_dataset
 
     rgb2bgr = getattr(cfg, "quant_img_RGB2BGR", False)
     if isinstance(inputs, str) and inputs.endswith(".txt"):
@@ -112,7 +112,6 @@ def _as_graph_array(value: np.ndarray, spec: Any) -> np.ndarray:
 
 
 def _batch1(model: RKNNModel):
-    from openrknn.graph.rknn_model import TensorSpec
     batch = model.rknn_batch_size
     return [TensorSpec(s.name, [s.shape[0] // batch] + s.shape[1:] if batch > 1 else s.shape, s.dtype, s.layout)
             for s in model.inputs]

@@ -19,13 +19,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 from onnx import helper
+from tqdm import tqdm
 
 from openrknn import log
 from openrknn.errors import RuntimeStateError
 from openrknn.graph import npu_layers
-from openrknn.graph.rknn_model import RKNNModel
 from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.rknn_model import RKNNModel
+from openrknn.graph.rknn_model import RKNNModel as Record
 from openrknn.graph.runner import GraphRunner
+from openrknn.sim.quantized import (INT_SUFFIX, SCALE_SUFFIX, ZERO_POINT_SUFFIX, dequantized_form, float16_form,
+                                     int_form, lower_quantized, tensor_of_form)
 from openrknn.sim.session import lower
 
 
@@ -156,7 +160,6 @@ def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],
 def _lowered(model: RKNNModel) -> onnx.ModelProto:
     """The simulator's graph, with every integer tensor also dequantized for comparison."""
     if model.is_quantized:
-        from openrknn.sim.quantized import lower_quantized
         return lower_quantized(model, all_float=True)
     return lower(model)
 
@@ -167,13 +170,14 @@ def _expose_quantized(graph: onnx.ModelProto) -> onnx.ModelProto:
     inits = {i.name: i for i in graph.graph.initializer}
     produced = {o for n in graph.graph.node for o in n.output}
     extra = []
-    for name in sorted(o[:-3] for o in produced if o.endswith("__q")):
-        scale, zero = inits.get(f"{name}__s"), inits.get(f"{name}__z")
-        if scale is None or zero is None or f"{name}__dq" in produced:
+    integer = (tensor_of_form(o, INT_SUFFIX) for o in produced)
+    for name in sorted(t for t in integer if t is not None):
+        scale, zero = inits.get(name + SCALE_SUFFIX), inits.get(name + ZERO_POINT_SUFFIX)
+        if scale is None or zero is None or dequantized_form(name) in produced:
             continue
         axis = {"axis": 1} if len(scale.dims) and scale.dims[0] > 1 else {}
-        extra.append(helper.make_node("DequantizeLinear", [f"{name}__q", scale.name, zero.name], [f"{name}__dq"],
-                                      name=f"{name}__analysis_dq", **axis))
+        extra.append(helper.make_node("DequantizeLinear", [int_form(name), scale.name, zero.name],
+                                      [dequantized_form(name)], name=f"{name}__analysis_dq", **axis))
     graph.graph.node.extend(extra)
     return graph
 
@@ -193,7 +197,7 @@ def _is_float(array: np.ndarray) -> bool:
 
 def _sim_value(values: dict[str, np.ndarray], name: str) -> np.ndarray | None:
     """The simulator's value of a structural tensor (the rounded/dequantized copy when there is one)."""
-    for candidate in (f"{name}__fp16", f"{name}__dq", name):
+    for candidate in (float16_form(name), dequantized_form(name), name):
         if candidate in values:
             return values[candidate]
     return None
@@ -225,7 +229,6 @@ def _single_layer_errors(model: RKNNModel, golden_graph: onnx.ModelProto, golden
     # constants as the built model stores them (quantized weights), else the golden float ones
     inits = {i.name: i for i in golden_graph.graph.initializer}
     inits.update({i.name: i for i in model.graph.graph.initializer if i.name in inits})
-    from tqdm import tqdm   # each layer runs alone: the long part, so it shows a bar (as the original's)
     for group in tqdm(npu_layers.layer_groups(golden_graph.graph), desc="I accuracy_analysis: single layers",
                       unit="layer", disable=None, leave=False):
         outs = [o for o in group.outputs if o in rows and o in result.simulator and _is_float(golden[o])]
@@ -247,8 +250,6 @@ def _run_single(model: RKNNModel, golden_graph: onnx.ModelProto, nodes: list[onn
                 types, inits, golden: dict[str, np.ndarray],
                 custom_ops: CustomOpRegistry | None = None) -> dict[str, np.ndarray]:
     """Lower and run one layer (its nodes) alone, its inputs being golden values."""
-    from openrknn.graph.rknn_model import RKNNModel as Record
-
     inside = {o for n in nodes for o in n.output}
     used = list(dict.fromkeys(i for n in nodes for i in n.input if i))
     feed_names = [i for i in used if i not in inits and i not in inside]

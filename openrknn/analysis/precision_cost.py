@@ -14,9 +14,12 @@ from openrknn.chips import Chip
 from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import estimate_perf
+from openrknn.quant.settings import DTYPES
 
-# Quantized dtypes whose activations are 16-bit: a chip listing one runs int16 layers on its NPU.
-SIXTEEN_BIT_DTYPES = frozenset({"w8a16", "w16a16i", "w16a16i_dfp", "dynamic_fixed_point-i16"})
+# Quantized dtypes with 16-bit activations (quant/settings' table): int16, or float16 over int8 weights
+# (w8a16). A chip listing one runs 16-bit layers on its NPU, so a layer may be raised to int16 there.
+SIXTEEN_BIT_DTYPES = frozenset(name for name, spec in DTYPES.items()
+                               if spec.act_dtype == "int16" or (spec.act_dtype is None and spec.weight_dtype == "int8"))
 
 # What int16 leaves of a layer's int8 output error: quantization noise power scales with the
 # square of the step, and a 16-bit step over the same range is 255/65535 of an 8-bit one.

@@ -22,6 +22,8 @@ import os
 import re
 
 import numpy as np
+from PIL import Image, ImageDraw
+from tqdm import tqdm
 
 from openrknn.analysis.accuracy import AnalysisResult, LayerError
 from openrknn.report import accuracy_html, write_html
@@ -85,7 +87,6 @@ def write_report(result: AnalysisResult, output_dir: str, dumps: bool = True) ->
             os.makedirs(os.path.join(output_dir, sub, "npy"), exist_ok=True)
     used: set[str] = set()
     mapping = []
-    from tqdm import tqdm   # text dumps of big tensors take a while: show it
     for row in tqdm(result.rows, desc="I accuracy_analysis: writing dumps", unit="tensor", disable=None if dumps else True,
                     leave=False):
         file_name = safe_file_name(row.tensor, used)
@@ -123,8 +124,6 @@ def write_tensor(array: np.ndarray, folder: str, file_name: str) -> None:
 
 def plot_cosines(result: AnalysisResult, path: str, width: int = 1000, height: int = 420) -> None:
     """Cosine per layer (entire: blue line, single: orange dots), the worst single layers labelled red."""
-    from PIL import Image, ImageDraw
-
     rows = [r for r in result.rows if r.entire_cos is not None or r.single_cos is not None]
     img = Image.new("RGB", (width, height), "white")
     draw = ImageDraw.Draw(img)

@@ -8,8 +8,9 @@ from typing import Any, Callable
 
 from openrknn import __version__, log
 from openrknn.api import devices
+from openrknn.api.platforms import describe_platforms
 from openrknn.chips import NPUCoreMask
-from openrknn.errors import RKNNError, missing_extra_from
+from openrknn.errors import RKNNError, RuntimeStateError, missing_extra_from
 
 __all__ = ["NPUCoreMask", "RuntimeInfo", "api_call", "sdk_version_text"]
 
@@ -57,9 +58,6 @@ class RuntimeInfo(NPUCoreMask):
 
     def list_support_target_platform(self, rknn_model: str | None = None) -> dict[str, Any] | None:
         """Print and return the platforms of a model file, or all platforms by NPU category."""
-        from openrknn import log
-        from openrknn.api.platforms import describe_platforms
-        from openrknn.errors import RKNNError
         try:
             text, result = describe_platforms(rknn_model)
         except RKNNError as e:
@@ -75,7 +73,6 @@ class RuntimeInfo(NPUCoreMask):
     def _run_inference(self, inputs: Any, data_type: Any, data_format: Any, inputs_pass_through: Any,
                        get_frame_id: bool) -> list[Any]:
         """What RKNN.inference and RKNNLite.inference share (the caller turns errors into None)."""
-        from openrknn.errors import RuntimeStateError
         if self._runtime is None:
             raise RuntimeStateError("the runtime is not initialised: call init_runtime() before inference()")
         if data_type is not None and str(data_type) not in ("float32", "float16", "int8", "uint8", "int16"):

@@ -4,6 +4,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from openrknn.runtime import remote
+
 
 def adb_devices() -> list[str]:
     """Serial numbers from ``adb devices`` (empty when adb is missing or fails)."""
@@ -40,7 +42,6 @@ def list_devices() -> tuple[list[str], list[str]]:
 
 
 def _print_network_devices() -> None:
-    from openrknn.runtime import remote
     try:
         configured = remote.configured_devices()
     except remote.RemoteError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from openrknn import chips
+from openrknn.model_file import load_model
 
 _RULE = "*" * 50
 
@@ -11,7 +12,6 @@ _RULE = "*" * 50
 def describe_platforms(rknn_model: str | None) -> tuple[str, dict[str, Any]]:
     """Text to print and the returned dict, for one model file or for the whole toolkit."""
     if rknn_model:
-        from openrknn.model_file import load_model
         model = load_model(rknn_model)
         filled = list(model.platforms)
         runnable: list[str] = []

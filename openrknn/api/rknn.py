@@ -10,15 +10,40 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
+import onnx
 
-from openrknn import chips, log
+from openrknn import chips, log, pipeline, profile
+from openrknn.analysis import DEFAULT_SNAPSHOT_DIR, run_accuracy_analysis
 from openrknn.api import devices
 from openrknn.api.common import RuntimeInfo, api_call, sdk_version_text
+from openrknn.codegen import generate_demo
 from openrknn.config import NO_EFFECT_REASONS, ModelConfig, parse_config
 from openrknn.errors import ConfigError, NotSupportedError, RuntimeStateError
+from openrknn.evaluation import evaluate_built
+from openrknn.evaluation.cache import default_cache_path
+from openrknn.export import rockchip
+from openrknn.export.tflite import export_tflite, tflite_bytes
+from openrknn.export.tflite.target import as_exported
 from openrknn.frontends import SourceModel
+from openrknn.frontends.caffe import load_caffe
+from openrknn.frontends.darknet import load_darknet
+from openrknn.frontends.mxnet import load_mxnet
+from openrknn.frontends.onnx_file import load_onnx
+from openrknn.frontends.pytorch import load_pytorch
+from openrknn.frontends.tensorflow import load_tensorflow
+from openrknn.frontends.tflite import load_tflite
 from openrknn.graph.custom_ops import CustomOpRegistry
+from openrknn.graph.passes import optimize
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.model_file import load_model, save_model
+from openrknn.model_file.container import write_atomic
+from openrknn.model_file.embedded import save_with_tflite
+from openrknn.model_file.encryption import encrypt_model_file
+from openrknn.model_file.sync import export_sync_model
+from openrknn.profile import limits
+from openrknn.report import memory_html, perf_html, write_html
+from openrknn.runtime import remote, remote_report
+from openrknn.sim.session import Simulator
 
 
 _RETURNS_NONE_ON_FAILURE = {"inference", "eval_perf", "eval_memory", "evaluate", "auto_hybrid_report"}
@@ -107,7 +132,6 @@ class RKNN(RuntimeInfo):
                   input_size_list: Sequence[Sequence[int]] | None = None,
                   input_initial_val: Sequence[Any] | None = None, outputs: Sequence[str] | None = None) -> int:
         """Load an ONNX model (documented arguments: inputs/outputs cut the graph)."""
-        from openrknn.frontends.onnx_file import load_onnx
         return self._set_source(load_onnx(model, inputs, input_size_list, input_initial_val, outputs,
                                           custom_ops=self._custom_ops,
                                           allow_dynamic=bool(self._cfg().dynamic_input)), model)
@@ -115,13 +139,11 @@ class RKNN(RuntimeInfo):
     @api_call
     def load_tflite(self, model: str, input_is_nchw: bool = False) -> int:
         """Load a TensorFlow Lite flatbuffer."""
-        from openrknn.frontends.tflite import load_tflite
         return self._set_source(load_tflite(model, input_is_nchw=input_is_nchw, custom_ops=self._custom_ops), model)
 
     @api_call
     def load_pytorch(self, model: str, input_size_list: Sequence[Sequence[int]]) -> int:
         """Load a TorchScript ``.pt`` file."""
-        from openrknn.frontends.pytorch import load_pytorch
         return self._set_source(load_pytorch(model, [list(s) for s in input_size_list], custom_ops=self._custom_ops),
                                 model)
 
@@ -130,7 +152,6 @@ class RKNN(RuntimeInfo):
                         outputs: Sequence[str], input_is_nchw: bool = False, predef_file: str | None = None,
                         mean_values: Any = None, std_values: Any = None) -> int:
         """Load a frozen TensorFlow GraphDef cut at the given node names."""
-        from openrknn.frontends.tensorflow import load_tensorflow
         return self._set_source(load_tensorflow(tf_pb, list(inputs), [list(s) for s in input_size_list],
                                                 list(outputs), input_is_nchw=input_is_nchw, predef_file=predef_file,
                                                 mean_values=mean_values, std_values=std_values), tf_pb)
@@ -139,19 +160,16 @@ class RKNN(RuntimeInfo):
     def load_caffe(self, model: str, blobs: str | None = None, input_name: Sequence[str] | None = None,
                    proto: str = "caffe") -> int:
         """Load a Caffe ``.prototxt`` (+ ``.caffemodel``)."""
-        from openrknn.frontends.caffe import load_caffe
         return self._set_source(load_caffe(model, blobs, list(input_name) if input_name else None, proto=proto), model)
 
     @api_call
     def load_darknet(self, model: str, weight: str) -> int:
         """Load a Darknet ``.cfg`` + ``.weights`` pair."""
-        from openrknn.frontends.darknet import load_darknet
         return self._set_source(load_darknet(model, weight), model)
 
     @api_call
     def load_mxnet(self, symbol: str, params: str, input_size_list: Sequence[Sequence[int]]) -> int:
         """Load an MXNet symbol ``.json`` + ``.params`` pair (Toolkit 1.3)."""
-        from openrknn.frontends.mxnet import load_mxnet
         return self._set_source(load_mxnet(symbol, params, [list(s) for s in input_size_list]), symbol)
 
     @api_call
@@ -159,7 +177,6 @@ class RKNN(RuntimeInfo):
         """Load an openrknn ``.rknn`` file (``master_model``: the weight owner of a remove_weight model)."""
         if load_model_in_npu:
             raise NotSupportedError("load_model_in_npu needs an RK3399Pro/RK1808 board with Rockchip's driver")
-        from openrknn.model_file import load_model
         self._model = load_model(path, master_model)
         self._export_path = path
         self._source = None
@@ -176,7 +193,6 @@ class RKNN(RuntimeInfo):
         """Build the RKNN model (float16, or quantized with the calibration ``dataset``)."""
         if self._source is None:
             raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before build()")
-        from openrknn import pipeline
         self._model = pipeline.build(self._source, self._cfg(), do_quantization, dataset, rknn_batch_size,
                                      self._custom_ops, pre_compile, auto_hybrid)
         self._build_args = {"dataset": os.path.abspath(dataset) if dataset else None, "rknn_batch_size": rknn_batch_size}
@@ -194,27 +210,24 @@ class RKNN(RuntimeInfo):
         (its Python from ``toolchain_python`` or ``$OPENRKNN_RKNN_TOOLKIT2``, run as a subprocess) with
         openrknn's calibrated ranges and float16 layers, for boards running Rockchip's ``librknnrt``.
         """
-        from openrknn.model_file import save_model
         model = self._require_model("export_rknn")
         if toolchain is not None:
             return self._export_with_toolchain(model, export_path, toolchain, toolchain_python)
+        save = save_model
         if embed_tflite:
-            from openrknn.export.tflite import tflite_bytes
-            from openrknn.model_file.embedded import save_with_tflite
-            save_model = functools.partial(save_with_tflite, tflite=tflite_bytes(model)[0])
+            save = functools.partial(save_with_tflite, tflite=tflite_bytes(model)[0])
         if cpp_gen_cfg is not None:
             log.warning("'cpp_gen_cfg' param of 'export_rknn' has been deprecated. Please call 'codegen' to "
                         "generate a cpp demo.")
         if kwargs:
             log.warning(f"export_rknn: ignoring unknown argument(s) {sorted(kwargs)}")
-        size = save_model(model, export_path)
+        size = save(model, export_path)
         self._export_path = export_path
         log.info(f"export_rknn: {export_path} ({size / 1024:.1f} KiB)")
         return 0
 
     def _export_with_toolchain(self, model: RKNNModel, export_path: str, toolchain: str,
                                toolchain_python: str | None) -> int:
-        from openrknn.export import rockchip
         if toolchain != rockchip.TOOLCHAIN:
             raise ConfigError(f"export_rknn: toolchain '{toolchain}' is not known; the one back end is "
                               f"'{rockchip.TOOLCHAIN}' (leave toolchain unset for openrknn's own .rknn)")
@@ -231,7 +244,6 @@ class RKNN(RuntimeInfo):
     def export_tflite(self, export_path: str, float_io: bool = True, report_path: str | None = None) -> int:
         """Save the built int8 model as a fully-int8 ``.tflite`` (LiteRT, Mesa Teflon); prints which layers
         Teflon's Rockchip backend would take (docs/deployment.md)."""
-        from openrknn.export.tflite import export_tflite
         export_tflite(self._require_model("export_tflite"), export_path, float_io, report_path)
         return 0
 
@@ -246,8 +258,6 @@ class RKNN(RuntimeInfo):
         ``simulate`` (openrknn): ``'npu'`` (default) simulates the NPU the model is built for;
         ``'tflite'`` simulates the file ``export_tflite`` writes, as LiteRT runs it (float layers in
         float32 on the CPU, int8 intermediates; docs/deployment.md)."""
-        from openrknn.runtime import remote
-        from openrknn.sim.session import Simulator
         model = self._require_model("init_runtime")
         board = None
         if target is not None:
@@ -295,13 +305,11 @@ class RKNN(RuntimeInfo):
         """Estimate per-layer and total time on the target platform (cost model).
 
         ``report_path`` (openrknn): also write the result as a self-contained HTML page there."""
-        from openrknn import profile
         model = self._require_model("eval_perf")
         if self._runtime is None:
             raise RuntimeStateError("call init_runtime() before eval_perf()")
         chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
         if getattr(self._runtime, "is_remote", False):
-            from openrknn.runtime import remote_report
             return remote_report.eval_perf(self._runtime, model, chip, self._runtime_options.get("core_mask", 0),
                                            is_print, inputs, loop_cnt, bool(self._runtime_options.get("perf_debug")))
         report = profile.estimate_perf(model, chip, core_mask=self._runtime_options.get("core_mask", 0))
@@ -309,7 +317,6 @@ class RKNN(RuntimeInfo):
         if is_print:
             print(profile.format_perf(report, perf_debug=perf_debug))
         if report_path:
-            from openrknn.report import perf_html, write_html
             log.info(f"eval_perf: report saved to {write_html(report_path, perf_html([report]))}")
         return report.to_dict(perf_debug=perf_debug)
 
@@ -320,7 +327,6 @@ class RKNN(RuntimeInfo):
         (Rockchip's operator list): layers that fall back to the CPU, cannot run on the chip, or break
         a hardware limit. ``data_type`` ('int8', 'int16', 'float16') judges every layer in that type
         instead of the build's. The findings are then in ``self.limit_findings`` (docs/npu-limits.md)."""
-        from openrknn.profile import limits
         report = limits.check_model(self._require_model("check_limits"), target_platform, data_type)
         self.limit_findings = list(report.findings)
         if is_print:
@@ -332,20 +338,17 @@ class RKNN(RuntimeInfo):
         """Estimate NPU memory use: weights, internal tensors after buffer reuse, other.
 
         ``report_path`` (openrknn): also write the result as a self-contained HTML page there."""
-        from openrknn import profile
         model = self._require_model("eval_memory")
         if self._runtime is None or not self._runtime_options.get("eval_mem"):
             raise RuntimeStateError("When init runtime, parameter <eval_mem> should be set to True, or we can not "
                                     "eval memory!")
         if getattr(self._runtime, "is_remote", False):
-            from openrknn.runtime import remote_report
             return remote_report.eval_memory(self._runtime, is_print)
         chip = chips.get_chip(self._runtime_options.get("target") or model.platforms[0])
         report = profile.estimate_memory(model, chip)
         if is_print:
             print(profile.format_memory(report))
         if report_path:
-            from openrknn.report import memory_html, write_html
             log.info(f"eval_memory: report saved to {write_html(report_path, memory_html(report))}")
         return report.to_dict()
 
@@ -360,18 +363,14 @@ class RKNN(RuntimeInfo):
             raise RuntimeStateError("accuracy_analysis needs the original model: after load_rknn the float model "
                                     "is not available. Load the source model and build it instead")
         model = self._require_model("accuracy_analysis")
-        from openrknn.runtime import remote
         board = remote.resolve_device(device_id) if target is not None else None
         if target is not None and board is None:
             log.warning(f"accuracy_analysis: no board connection; target '{target}' is compared on the simulator only")
-        from openrknn.analysis import run_accuracy_analysis
         result = run_accuracy_analysis(_simulated(model, simulate, "accuracy_analysis"), inputs, output_dir,
                                        self._cfg(), self._custom_ops)
         if board is not None:
-            from openrknn.runtime import remote_report
             runtime = remote.open_runtime(board, model, {"target": target})
             try:
-                from openrknn.analysis import DEFAULT_SNAPSHOT_DIR
                 remote_report.accuracy_on_board(runtime, model, result, result.golden, output_dir or DEFAULT_SNAPSHOT_DIR)
             finally:
                 runtime.close()
@@ -387,8 +386,6 @@ class RKNN(RuntimeInfo):
 
         ``cache``: True = ~/.cache/openrknn/eval.sqlite, a path, or None/False for none.
         """
-        from openrknn.evaluation import evaluate_built
-        from openrknn.evaluation.cache import default_cache_path
         model = self._require_model("evaluate")
         name = model.quantized_dtype if model.is_quantized else model.float_dtype
         report = evaluate_built([(str(name), model)], dataset, labels, images_dir, task, decoder, top_k,
@@ -437,7 +434,6 @@ class RKNN(RuntimeInfo):
         so ``hybrid_quantization_step2`` rebuilds the same model."""
         if self._source is None:
             raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before auto_hybrid_report()")
-        from openrknn import pipeline
         model, points = pipeline.auto_hybrid_report(self._source, self._cfg(), dataset, self._custom_ops,
                                                     self._model_name, target_platforms, max_points, is_print,
                                                     report_path, step1_dir)
@@ -451,7 +447,6 @@ class RKNN(RuntimeInfo):
         """Write {model_name}.model / .data / .quantization.cfg in the current folder (seed 002 §6.3)."""
         if self._source is None:
             raise RuntimeStateError("no model loaded: call load_onnx()/load_xxx() before hybrid_quantization_step1()")
-        from openrknn import pipeline
         pipeline.hybrid_step1(self._source, self._cfg(), dataset, rknn_batch_size, self._custom_ops,
                               self._model_name, proposal, proposal_dataset_size, custom_hybrid)
         return 0
@@ -459,7 +454,6 @@ class RKNN(RuntimeInfo):
     @api_call
     def hybrid_quantization_step2(self, model_input: str, data_input: str, model_quantization_cfg: str) -> int:
         """Build the model from the step-1 files and the edited config."""
-        from openrknn import pipeline
         model = pipeline.hybrid_step2(model_input, data_input, model_quantization_cfg, self._custom_ops)
         self._model, self._source, self._runtime = model, None, None
         self._loaded_from_rknn, self._export_path = False, None
@@ -469,7 +463,6 @@ class RKNN(RuntimeInfo):
     def export_encrypted_rknn_model(self, input_model: str, output_model: str | None = None,
                                     crypt_level: int = 1) -> int:
         """Encrypt an exported .rknn with AES-256-GCM (levels and key handling: docs/model-tools.md)."""
-        from openrknn.model_file.encryption import encrypt_model_file
         if input_model is None:
             raise RuntimeStateError("input_model is None: give the .rknn file written by export_rknn()")
         encrypt_model_file(input_model, output_model, crypt_level)
@@ -478,14 +471,12 @@ class RKNN(RuntimeInfo):
     @api_call
     def export_rknn_sync_model(self, input_model: str, sync_uids: Any = None, output_model: str | None = None) -> int:
         """Toolkit1: write a segmented model with sync layers after ``sync_uids`` (eval_perf layer ids)."""
-        from openrknn.model_file.sync import export_sync_model
         export_sync_model(input_model, sync_uids, output_model)
         return 0
 
     @api_call
     def codegen(self, output_path: str, inputs: Sequence[str] | None = None, overwrite: bool = False) -> int:
         """Generate a C/C++ deployment demo (CMake project) for the exported model."""
-        from openrknn.codegen import generate_demo
         model = self._require_model("codegen")
         if self._export_path is None:
             raise RuntimeStateError("call export_rknn() (or load_rknn()) before codegen(): the demo ships the .rknn file")
@@ -497,11 +488,6 @@ class RKNN(RuntimeInfo):
     def optimize_onnx(self, model: str, optimized_path: str | None = None, passes_enable: Any = None,
                       inputs_for_dump: Any = None) -> int:
         """Run the graph passes on an ONNX file and save the result."""
-        import onnx
-
-        from openrknn.frontends.onnx_file import load_onnx
-        from openrknn.graph.passes import optimize
-        from openrknn.model_file.container import write_atomic
         source = load_onnx(model)
         optimized = optimize(source.model, self._cfg().optimization_level)
         path = optimized_path or os.path.splitext(model)[0] + ".optimized.onnx"
@@ -523,6 +509,5 @@ def _simulated(model, simulate: str, api: str):
         return model
     if simulate != "tflite":
         raise RuntimeStateError(f"simulate must be 'npu' or 'tflite', not {simulate!r}")
-    from openrknn.export.tflite.target import as_exported
     log.info(f"{api}: simulating the model as exported to TFLite (CPU float layers in float32, int8 intermediates)")
     return as_exported(model)

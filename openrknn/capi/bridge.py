@@ -17,16 +17,18 @@ from typing import Any, Callable
 
 import numpy as np
 
+from openrknn import log
 from openrknn.capi import matmul
 from openrknn.capi import structs as s
+from openrknn.capi.custom_ops import get_op_attr, register
 from openrknn.capi.handles import _contexts, _lock, _memories, context, entry, new_handle
+from openrknn.capi.model_context import ModelContext
 from openrknn.capi.tensors import ApiError
 
 FLAG_FENCE_IN_OUTSIDE, FLAG_FENCE_OUT_OUTSIDE = 0x40, 0x80
 def embedded_setup() -> int:
     """Called once when the library started its own interpreter: Python output goes to stderr so the
     C program's stdout stays its own; openrknn's I/W/E lines keep their form."""
-    from openrknn import log
     sys.stdout = sys.stderr
     log.configure(False)
     return 0
@@ -54,7 +56,6 @@ def _read_model(model: int, size: int, extend: int) -> bytes:
 # ---- general API ---------------------------------------------------------------------------------
 @entry("rknn_init")
 def init(ctx_out: int, model: int, size: int, flags: int, extend: int) -> int:
-    from openrknn.capi.model_context import ModelContext
     if not ctx_out:
         raise ApiError(s.ERR_PARAM_INVALID, "context is NULL: pass the address of an rknn_context")
     ext = s.at(s.rknn_init_extend, extend) if extend else None
@@ -83,7 +84,6 @@ def init(ctx_out: int, model: int, size: int, flags: int, extend: int) -> int:
 
 @entry("rknn_dup_context")
 def dup_context(ctx_in: int, ctx_out: int) -> int:
-    from openrknn.capi.model_context import ModelContext
     if not ctx_in or not ctx_out:
         raise ApiError(s.ERR_PARAM_INVALID, "context_in and context_out must be addresses of rknn_context values")
     owner = context(s.at(s.rknn_context, ctx_in).value)
@@ -329,7 +329,6 @@ def mem_sync(handle: int, mem: int, mode: int) -> int:
 # ---- custom operators ----------------------------------------------------------------------------
 @entry("rknn_register_custom_ops")
 def register_custom_ops(handle: int, ops: int, count: int) -> int:
-    from openrknn.capi.custom_ops import register
     ctx = context(handle)
     if not ops or count == 0:
         raise ApiError(s.ERR_PARAM_INVALID, "op is NULL or custom_op_num is 0")
@@ -339,7 +338,6 @@ def register_custom_ops(handle: int, ops: int, count: int) -> int:
 
 @entry("rknn_custom_op_get_op_attr")
 def custom_op_get_op_attr(op_ctx: int, name: int, attr: int) -> int:
-    from openrknn.capi.custom_ops import get_op_attr
     get_op_attr(op_ctx, ctypes.string_at(name).decode("utf-8", "replace"), attr)
     return s.SUCC
 

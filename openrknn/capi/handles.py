@@ -13,6 +13,7 @@ import traceback
 from typing import Any, Callable
 
 from openrknn.capi import structs as s
+from openrknn.capi.model_context import ModelContext
 from openrknn.capi.tensors import ApiError
 
 _contexts: dict[int, Any] = {}
@@ -45,7 +46,6 @@ def entry(function: str, failure: int = s.ERR_FAIL) -> Callable:
 
 
 def context(handle: int, kind: type | None = None) -> Any:
-    from openrknn.capi.model_context import ModelContext
     found = _contexts.get(int(handle))
     expected = kind or ModelContext
     if found is None or not isinstance(found, expected):

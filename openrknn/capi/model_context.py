@@ -20,7 +20,11 @@ from openrknn import __version__
 from openrknn.capi import structs as s
 from openrknn.capi.tensors import (ApiError, TensorDesc, c2_of, dequantize, input_desc, nc1hwc2_to_nchw,
                                    nchw_to_nc1hwc2, output_desc, quantize)
+from openrknn.chips import get_chip
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC
+from openrknn.graph.runner import has_custom_ops
+from openrknn.profile.memory import estimate_memory
+from openrknn.runtime.lite import RKNNLite
 
 BACKEND_ENV = "OPENRKNN_CAPI_BACKEND"
 API_VERSION = "2.3.0"
@@ -50,7 +54,6 @@ class Binding:
 
 def load_lite(data: bytes) -> Any:
     """``RKNNLite`` with the model loaded (runtime not started yet)."""
-    from openrknn.runtime.lite import RKNNLite
     if data[:4] == b"RKNN":
         raise ApiError(s.ERR_MODEL_INVALID, "this .rknn was compiled by Rockchip's toolkit; run it with Rockchip's "
                                             "librknnrt.so on a board (this library runs openrknn .rknn files)")
@@ -109,7 +112,6 @@ class ModelContext:
 
     @property
     def has_custom_ops(self) -> bool:
-        from openrknn.graph.runner import has_custom_ops
         return has_custom_ops(self.model.graph)
 
     def start(self) -> None:
@@ -406,8 +408,6 @@ class ModelContext:
         return (f"{API_VERSION} (openrknn {__version__})", f"openrknn {__version__} CPU runtime ({backend})")
 
     def mem_size(self) -> dict[str, int]:
-        from openrknn.chips import get_chip
-        from openrknn.profile.memory import estimate_memory
         try:
             report = estimate_memory(self.model, get_chip(self.platform))
             weight, internal = int(report.weight_memory), int(report.internal_memory)

@@ -13,8 +13,9 @@ import logging
 import os
 
 from openrknn import chips, frontends, log
-from openrknn.errors import ConfigError
+from openrknn.api.rknn import RKNN
 from openrknn.cli.common import parse_input_size_list
+from openrknn.errors import ConfigError
 
 
 def add_check_parser(sub) -> None:
@@ -35,7 +36,6 @@ def add_check_parser(sub) -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from openrknn.api.rknn import RKNN
     try:
         sizes = parse_input_size_list(args.input_size_list)
     except ConfigError as e:

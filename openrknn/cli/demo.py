@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from openrknn import log
+from openrknn.api.rknn import RKNN
 from openrknn.cli.common import print_top5
 from openrknn.cli.demo_model import DEMO_INPUT, build_demo_model, demo_image
 from openrknn.graph.runner import make_session
@@ -23,8 +24,6 @@ STD = [58.395, 57.12, 57.375]
 
 
 def run_demo(target_platform: str = "rk3588", output_dir: str | None = None, verbose: bool = False) -> int:
-    from openrknn.api.rknn import RKNN
-
     folder = output_dir or tempfile.mkdtemp(prefix="openrknn-demo-")
     os.makedirs(folder, exist_ok=True)
     onnx_path = os.path.join(folder, "mobilenet_demo.onnx")

@@ -11,8 +11,12 @@ import json
 import os
 
 from openrknn import log
+from openrknn.api.rknn import RKNN
 from openrknn.cli.common import add_input_size_list_argument, load_by_extension, parse_floats, parse_input_size_list
 from openrknn.errors import ConfigError
+from openrknn.evaluation import evaluate_built
+from openrknn.evaluation.cache import default_cache_path
+from openrknn.model_file.container import write_atomic
 from openrknn.quant.settings import QUANT_ALGORITHMS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
 
 
@@ -65,9 +69,6 @@ def parse_setting(text: str) -> tuple[dict, dict]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from openrknn.api.rknn import RKNN
-    from openrknn.evaluation import evaluate_built
-    from openrknn.evaluation.cache import default_cache_path
     sources = [m for m in args.models if not m.endswith(".rknn")]
     if len(sources) > 1:
         raise ConfigError(f"eval: give one source model (and any .rknn files), not {sources}")
@@ -102,6 +103,5 @@ def cmd_eval(args: argparse.Namespace) -> int:
                             workers=args.workers, ray_address=args.ray_address, cache=cache,
                             per_class=args.per_class)
     if args.json_path:
-        from openrknn.model_file.container import write_atomic
         write_atomic(args.json_path, json.dumps(report.to_dict(), indent=2, default=float).encode())
     return 0

@@ -12,6 +12,8 @@ import argparse
 import json
 import os
 
+from openrknn.api.rknn import RKNN
+
 
 def add_hybrid_parser(sub) -> None:
     """Register the ``hybrid`` subcommand."""
@@ -42,7 +44,6 @@ def _floats(text: str | None) -> list[list[float]] | None:
 
 
 def cmd_hybrid(args: argparse.Namespace) -> int:
-    from openrknn.api.rknn import RKNN
     rknn = RKNN(verbose=args.verbose)
     config = {"target_platform": args.target_platform, "auto_hybrid_cos_thresh": args.cos_thresh,
               "auto_hybrid_min_fps": args.min_fps}

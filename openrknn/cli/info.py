@@ -4,16 +4,17 @@ from __future__ import annotations
 import collections
 import os
 
+from openrknn.export.rockchip import describe_rockchip_file
+from openrknn.graph import npu_layers
 from openrknn.graph.layer_index import count_layers
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.model_file import load_model
+from openrknn.runtime.rockchip_backend import is_rockchip_file
 
 
 def describe_model(path: str, params: bool = False) -> str:
     """``openrknn info``'s text; ``params`` lists every quantization parameter (otherwise a summary)."""
-    from openrknn.model_file import load_model
-    from openrknn.runtime.rockchip_backend import is_rockchip_file
     if is_rockchip_file(path):   # Rockchip's closed format: what can be read without its runtime
-        from openrknn.export.rockchip import describe_rockchip_file
         with open(path, "rb") as f:
             data = f.read()
         return "\n".join([f"model:            {path}", f"file size:        {len(data) / 1024:.1f} KiB"]
@@ -39,7 +40,6 @@ def format_model(model: RKNNModel, size: int, path: str = "", params: bool = Fal
         lines.append(f"  {t.name}: {t.dtype} {t.shape} {t.layout}{norm}")
     lines.append("outputs:")
     lines += [f"  {t.name}: {t.dtype} {t.shape} {t.layout}" for t in model.outputs]
-    from openrknn.graph import npu_layers
     records = [r for r in npu_layers.model_records(model) if r.kind != "alias"]
     counts = collections.Counter(r.op_name for r in records)   # as Rockchip's layer table prints them
     nodes = len(model.graph.graph.node)

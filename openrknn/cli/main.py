@@ -9,20 +9,34 @@ from typing import Sequence
 
 import numpy as np
 
-from openrknn import __version__, log
+from openrknn import __version__, log, ui
+from openrknn.api.platforms import describe_platforms
+from openrknn.api.rknn import RKNN
+from openrknn.capi import build as capi_build
+from openrknn.cli import serve
+from openrknn.cli.check import add_check_parser
 from openrknn.cli.common import (add_input_size_list_argument, load_by_extension, parse_floats,
                                  parse_input_size_list, print_top5)
-from openrknn.errors import missing_extra_from
+from openrknn.cli.demo import run_demo
+from openrknn.cli.evaluate import add_eval_parser
+from openrknn.cli.hybrid import add_hybrid_parser
+from openrknn.cli.info import describe_model
+from openrknn.cli.rknn_convert import convert
+from openrknn.errors import RKNNError, missing_extra_from
+from openrknn.graph.input_files import read_input
+from openrknn.quant.settings import QUANT_METHOD_GROUPS, QUANT_METHODS
+from openrknn.runtime.lite import RKNNLite
+
+# the group methods need quantized_dtype w4a16, which `convert` has no flag for
+PER_TENSOR_OR_CHANNEL = tuple(m for m in QUANT_METHODS if m not in QUANT_METHOD_GROUPS)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     if args.model.endswith((".yml", ".yaml")):
-        from openrknn.cli.rknn_convert import convert
         out_dir = args.output or "."
         convert(args.model, out_dir, args.target_platform, verbose=args.verbose, export_format=args.format,
                 quantized_method=args.quantized_method)
         return 0
-    from openrknn.api.rknn import RKNN
     rknn = RKNN(verbose=args.verbose)
     kwargs = {"target_platform": args.target_platform, "optimization_level": args.optimization_level}
     if args.mean:
@@ -65,8 +79,6 @@ def _export(rknn, args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from openrknn.cli.info import describe_model
-    from openrknn.errors import RKNNError
     try:
         print(describe_model(args.model, params=args.params))
     except RKNNError as e:
@@ -76,8 +88,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from openrknn.graph.input_files import read_input
-    from openrknn.runtime.lite import RKNNLite
     lite = RKNNLite(verbose=args.verbose)
     if lite.load_rknn(args.model) != 0 or lite.init_runtime() != 0:
         return 1
@@ -118,12 +128,10 @@ def _specs_of_size(specs: list, sizes: list[list[int]], dynamic_sets: list | Non
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from openrknn.cli.demo import run_demo
     return run_demo(args.target_platform, args.output_dir, verbose=args.verbose)
 
 
 def cmd_platforms(args: argparse.Namespace) -> int:
-    from openrknn.api.platforms import describe_platforms
     print(describe_platforms(None)[0])
     return 0
 
@@ -138,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default=None, help=".rknn path (folder for .yml)")
     p.add_argument("--format", choices=("rknn", "tflite"), default="rknn",
                    help="tflite: a fully-int8 .tflite for LiteRT / Mesa Teflon (needs --dataset)")
-    p.add_argument("--quantized-method", dest="quantized_method", choices=("layer", "channel"), default=None,
+    p.add_argument("--quantized-method", dest="quantized_method", choices=PER_TENSOR_OR_CHANNEL, default=None,
                    help="weights per tensor ('layer') or per output channel ('channel'); default: 'layer' with "
                         "--format tflite (what Teflon's NPU backend takes), the config default ('channel') otherwise")
     p.add_argument("--mean", default=None, help="e.g. '123.675 116.28 103.53' ('#' between inputs)")
@@ -175,19 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", dest="output_dir", default=None)
     p.add_argument("-v", "--verbose", action="store_true")
     p.set_defaults(func=cmd_demo)
-    from openrknn.cli.evaluate import add_eval_parser
     add_eval_parser(sub)
-    from openrknn.cli.check import add_check_parser
     add_check_parser(sub)
-    from openrknn.cli.hybrid import add_hybrid_parser
     add_hybrid_parser(sub)
     p = sub.add_parser("platforms", help="list supported platforms")
     p.set_defaults(func=cmd_platforms)
-    from openrknn.cli import serve
     serve.add_parser(sub)
-    from openrknn.capi import build as capi_build
     capi_build.add_parser(sub)
-    from openrknn import ui   # light: starlette/uvicorn are imported only when the workbench starts
     p = ui.build_parser(sub.add_parser("ui", help="the conversion workbench in the browser (extra 'ui')"))
     p.set_defaults(func=ui.run)
     return parser

@@ -11,7 +11,8 @@ from typing import Any, Sequence
 import yaml
 
 from openrknn import frontends, log
-from openrknn.errors import missing_extra_from
+from openrknn.api.rknn import RKNN
+from openrknn.errors import ConfigError, missing_extra_from
 
 _PLATFORM_LOADERS = ("tensorflow", "tflite", "caffe", "onnx", "pytorch", "darknet", "mxnet")
 
@@ -79,9 +80,6 @@ def convert(config_path: str, output_dir: str, platform: str, eval_perf_memory: 
     """Convert as the yml says; returns the written .rknn path (``export_format='tflite'``: the
     ``<name>_int8.tflite`` written by ``export_tflite``, per-tensor weights unless the yml or
     ``quantized_method`` says otherwise). Raises on failure."""
-    from openrknn.api.rknn import RKNN
-    from openrknn.errors import ConfigError
-
     with open(config_path, encoding="utf-8") as handle:
         text = handle.read()
     print(text)
@@ -144,8 +142,6 @@ _YML_FILES = {"onnx": ("model_file_path", None), "tflite": ("model_file_path", N
 
 
 def _load(rknn: Any, spec: dict[str, Any]) -> None:
-    from openrknn.errors import ConfigError
-
     platform = str(spec.get("platform", "")).lower()
     sub = spec.get("subgraphs") or {}
     sizes = _sizes(sub.get("input_size_list") or sub.get("input-size-list"))

@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import socket
 import ssl
 import sys
 from typing import Any
 
 from openrknn import log
 from openrknn.runtime import protocol
+from openrknn.runtime.server import ServeSettings, default_token_path, load_or_create_token, serve, tls_context
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,9 +36,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import socket
-
-    from openrknn.runtime.server import ServeSettings, default_token_path, load_or_create_token, serve, tls_context
     protocol._msgpack()   # refuse now (naming the 'serve' extra), not at the first client
     if (args.tls_cert is None) != (args.tls_key is None):
         log.error("serve: --tls-cert and --tls-key go together")

@@ -21,6 +21,7 @@ from openrknn.codegen.io_table import DemoTensor, demo_inputs, demo_outputs, des
 from openrknn.codegen.process_code import process_values
 from openrknn.errors import ConfigError
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.model_file import save_model
 
 PROJECT_NAME = "rknn_app_demo"
 _EXECUTABLE = ("build_linux.sh", "build_android.sh")
@@ -102,7 +103,6 @@ def _render(files: list[tuple[str, Any]], out: Path, values: dict[str, str]) -> 
 
 
 def _write_model(model: RKNNModel, out: Path, model_path: str | None) -> str:
-    from openrknn.model_file import save_model
     (out / "model").mkdir(exist_ok=True)
     name = Path(model_path).name if model_path else "model.rknn"
     if model_path:

@@ -11,18 +11,19 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
+from PIL import Image
 
 from openrknn import log
 from openrknn.codegen.io_table import DemoTensor
 from openrknn.errors import ConfigError
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.sim.session import Simulator
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 _NCHW_TO_NHWC = (0, 2, 3, 1)
 
 
 def _load_image(path: str, t: DemoTensor) -> np.ndarray:
-    from PIL import Image
     if t.api_format != "NHWC" or len(t.api_dims) != 4 or t.api_dims[3] not in (1, 3, 4):
         raise ConfigError(f"codegen: input {t.index} '{t.name}' ({list(t.model_shape)}) is not an image input; "
                           f"give a .npy file instead of '{path}'")
@@ -65,7 +66,6 @@ def load_input(path: str, t: DemoTensor) -> np.ndarray:
 def golden_data(model: RKNNModel, tensors: list[DemoTensor], paths: Sequence[str],
                 custom_ops: Any = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """``(inputs in API layout, simulator outputs as float32)`` for the files in ``paths``."""
-    from openrknn.sim.session import Simulator
     if len(paths) != len(tensors):
         raise ConfigError(f"codegen: the model has {len(tensors)} input(s) {[t.name for t in tensors]} but "
                           f"{len(paths)} input file(s) were given")

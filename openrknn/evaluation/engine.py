@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections import deque
@@ -17,13 +18,15 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from tqdm import tqdm
+
 from openrknn import log
 from openrknn.errors import ConfigError
 from openrknn.evaluation.cache import ResultCache
 from openrknn.evaluation.datasets import EvalDataset
 from openrknn.evaluation.metrics import Accumulator, ModelMetrics
 from openrknn.evaluation.models import EvalModel
-from openrknn.evaluation.worker import PostProcess, ShardTask, run_key, run_shard
+from openrknn.evaluation.worker import PostProcess, ShardResult, ShardTask, run_key, run_shard
 
 SHARD_SIZE = 16
 
@@ -89,7 +92,6 @@ def evaluate(models: Sequence[EvalModel], dataset: EvalDataset, reference: EvalM
 def _compute(dataset: EvalDataset, columns: list[EvalModel], runs: list[str], ref_index: int | None,
              post: PostProcess, rgb2bgr: bool, cache: ResultCache, backend: "_Backend", shard_size: int,
              report: EvalReport, on_shard: Callable[[int], None] | None) -> None:
-    from tqdm import tqdm
     samples = dataset.samples
     pending: deque = deque()
     done = 0
@@ -159,7 +161,6 @@ class _Done:
     """A shard with nothing left to compute."""
 
     def result(self):
-        from openrknn.evaluation.worker import ShardResult
         return ShardResult([], [])
 
 
@@ -207,7 +208,6 @@ class _Backend:
         self.name = f"local x{count}"
         self.in_flight = 2 * count
         if count > 1:
-            import multiprocessing
             # fork where there is fork: "spawn" re-runs the caller's main module in every worker, which
             # breaks vendor-style scripts without an `if __name__ == "__main__":` guard. The workers
             # only make sessions of their own, never touch the parent's.

@@ -15,6 +15,10 @@ import onnx
 
 from openrknn.errors import RuntimeStateError
 from openrknn.graph.rknn_model import LAYOUT_NCHW, RKNNModel, TensorSpec
+from openrknn.graph.runner import GraphRunner
+from openrknn.model_file import load_model_bytes, to_container
+from openrknn.model_file.container import encode
+from openrknn.sim.session import Simulator
 
 KIND_RKNN, KIND_FLOAT = "rknn", "float"
 
@@ -32,8 +36,6 @@ class EvalModel:
     @classmethod
     def from_rknn(cls, name: str, model: RKNNModel) -> "EvalModel":
         """A built or loaded model, run on the simulator."""
-        from openrknn.model_file import to_container
-        from openrknn.model_file.container import encode
         container = to_container(model)
         header = {k: v for k, v in container.header.items() if k not in ("created", "metadata", "toolkit_version")}
         digest = hashlib.sha256(json.dumps(header, sort_keys=True, default=str).encode())
@@ -62,13 +64,10 @@ class ModelRunner:
     def __init__(self, model: EvalModel) -> None:
         self.inputs = list(model.inputs)
         if model.kind == KIND_RKNN:
-            from openrknn.model_file import load_model_bytes
-            from openrknn.sim.session import Simulator
             simulator = Simulator(load_model_bytes(model.payload, model.name), threads=1)
             formats = ["nchw" if s.layout == LAYOUT_NCHW else "nhwc" for s in self.inputs]
             self._run = lambda arrays: simulator.run(arrays, data_format=formats)
         else:
-            from openrknn.graph.runner import GraphRunner
             runner = GraphRunner(onnx.load_from_string(model.payload), threads=1)
             names = [s.name for s in self.inputs]
 

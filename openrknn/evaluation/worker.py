@@ -15,8 +15,10 @@ import numpy as np
 from openrknn.analysis.accuracy import cosine
 from openrknn.evaluation.cache import pack
 from openrknn.evaluation.datasets import Sample
+from openrknn.evaluation.decoders import get_decoder
 from openrknn.evaluation.models import EvalModel, ModelRunner
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, TensorSpec
+from openrknn.quant.dataset import load_files
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,6 @@ def runner_for(model: EvalModel) -> ModelRunner:
 
 def run_shard(models: Sequence[EvalModel], task: ShardTask) -> ShardResult:
     """Compute the missing records of one shard."""
-    from openrknn.evaluation.decoders import get_decoder
-    from openrknn.quant.dataset import load_files
     decoder = get_decoder(task.post.decoder) if task.post.task == "detection" else None
     records, new_ref = [], []
     for sample in task.samples:

@@ -12,12 +12,13 @@ from typing import Any
 
 import onnx
 
+from openrknn.errors import ConfigError, ModelLoadError
+
 FRONTEND_OPSET = 17
 
 
 def require_file(path: Any, kind: str, hint: str = "") -> None:
     """Raise ``ModelLoadError`` naming the missing file, where it was looked for, and the fix."""
-    from openrknn.errors import ModelLoadError
     if isinstance(path, (str, os.PathLike)) and os.path.isfile(path):
         return
     if not isinstance(path, (str, os.PathLike)) or not str(path):
@@ -89,7 +90,6 @@ def load(rknn: Any, framework: str, model: str, weights: str | None = None, inpu
     Raises:
         ConfigError: ``framework`` is not one of :data:`FRAMEWORKS`.
     """
-    from openrknn.errors import ConfigError
     if framework not in _LOAD_ARGUMENTS:
         raise ConfigError(f"framework '{framework}' is not one of {list(FRAMEWORKS)}")
     model_arg, weights_arg, takes = _LOAD_ARGUMENTS[framework]

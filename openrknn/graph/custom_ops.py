@@ -6,12 +6,13 @@ Frontends consult the registry to accept otherwise unknown ops; the simulator ru
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
 
 from openrknn.errors import ConfigError
-
-if TYPE_CHECKING:
-    import onnx
 
 CUSTOM_DOMAIN = "openrknn.custom"
 
@@ -48,8 +49,6 @@ class CustomOpRegistry:
 
 def get_node_attr(node: Any, name: str, default: Any = None) -> Any:
     """Value of attribute ``name`` of an ONNX node (numpy array for tensors), or ``default``."""
-    from onnx import helper, numpy_helper
-
     for attr in node.attribute:
         if attr.name == name:
             value = helper.get_attribute_value(attr)
@@ -61,16 +60,12 @@ def get_node_attr(node: Any, name: str, default: Any = None) -> Any:
     return default
 
 
-def apply_custom_ops(model: "onnx.ModelProto", registry: CustomOpRegistry | None) -> "onnx.ModelProto":
+def apply_custom_ops(model: onnx.ModelProto, registry: CustomOpRegistry | None) -> onnx.ModelProto:
     """Move registered op types to ``CUSTOM_DOMAIN`` and give their outputs shapes from ``shape_infer``.
 
     ONNX shape inference knows nothing of custom ops, so this alternates it with the classes'
     ``shape_infer(node, in_shapes, in_dtypes)`` until every custom output is typed.
     """
-    import numpy as np
-    import onnx
-    from onnx import helper
-
     if registry is None or not registry.names():
         return model
     out = onnx.ModelProto()

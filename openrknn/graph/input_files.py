@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from PIL import Image
 
 from openrknn import log
 from openrknn.errors import InferenceInputError
@@ -24,7 +25,6 @@ def read_input(path: str, spec: TensorSpec, resize: bool = False, caller: str = 
         return np.load(path, allow_pickle=False)
     if not path.lower().endswith(IMAGE_EXTENSIONS):
         raise InferenceInputError(f"'{path}': give a .jpg/.jpeg/.png/.bmp image or a .npy array")
-    from PIL import Image
 
     if len(spec.shape) != 4:
         raise InferenceInputError(f"input '{spec.name}' is not an image tensor (shape {spec.shape}); give a .npy")

@@ -32,10 +32,12 @@ import itertools
 import math
 import re
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from importlib import resources
 from typing import Any, Iterable
 
 import onnx
+import yaml
 from onnx import numpy_helper
 
 from openrknn.graph import npu_layers
@@ -143,7 +145,6 @@ NPU_PLACEMENT = Placement("NPU")
 # ----------------------------------------------------------------------------- the data
 @functools.cache
 def _raw() -> dict[str, Any]:
-    import yaml
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     text = resources.files("openrknn.chips").joinpath(*DATA_FILE).read_text(encoding="utf-8")
     return yaml.load(text, Loader=loader)
@@ -898,7 +899,6 @@ def _resize_family(factors: list[float], mode: str) -> str:
 
 
 def _resize_advice(factors: list[float], x: tuple[int, ...], mode: str) -> str:
-    from fractions import Fraction
     tips = []
     for axis, factor in zip(("H", "W"), factors):
         if factor == int(factor) and 1 <= factor <= 8:

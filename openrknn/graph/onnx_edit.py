@@ -23,7 +23,8 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn import log
-from openrknn.errors import ConfigError, ModelLoadError
+from openrknn.errors import ConfigError, ModelLoadError, RKNNError
+from openrknn.frontends import require_file
 
 _FORMULA = re.compile(r"^([a-z1,]+)(?:\[([a-z0-9=,\s]*)\])?->([a-z1,]+)$")
 
@@ -262,9 +263,6 @@ def transform_dataset(dataset: str, model: onnx.ModelProto, transforms: dict[str
 def onnx_edit(model: str, export_path: str, inputs_transform: dict[str, str] | None = None,
               outputs_transform: dict[str, str] | None = None, dataset: str | None = None) -> int:
     """Change the dimensions of ONNX inputs/outputs (seed 002 §5.13); returns 0, or -1 with an ``E`` line."""
-    from openrknn import log
-    from openrknn.errors import RKNNError
-    from openrknn.frontends import require_file
     try:
         require_file(model, "onnx_edit: model file")
         if not export_path:

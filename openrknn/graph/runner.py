@@ -11,17 +11,15 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import helper
 
 from openrknn.errors import RuntimeStateError
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry
-
-if TYPE_CHECKING:
-    import onnxruntime as ort
 
 
 # onnxruntime optimizers that would change the values of our graphs:
@@ -48,7 +46,6 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
     Raises:
         RuntimeStateError: onnxruntime refuses the graph.
     """
-    import onnxruntime as ort   # imported when a graph first runs: `import openrknn` / `rknn.api` stay light
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if threads:
@@ -78,7 +75,6 @@ def disabled_optimizers(graph: onnx.ModelProto) -> list[str]:
 
 def _session(graph: onnx.ModelProto, options: ort.SessionOptions) -> ort.InferenceSession:
     # onnxruntime ignores optimizer names it does not have (versions before that optimizer)
-    import onnxruntime as ort
     return ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"],
                                 disabled_optimizers=disabled_optimizers(graph))
 

@@ -12,12 +12,13 @@ from onnx import numpy_helper
 from openrknn import __version__
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import InputPreprocess, RKNNModel, TensorSpec
+from openrknn.model_file.container import FLAG_ENCRYPTED, Container, decode, encode, read_file, write_atomic
+from openrknn.model_file.encryption import decrypt_container
 from openrknn.model_file.graph_checks import (check_empty_inputs, check_io_against_graph, check_tensor_sizes,
                                               refuse_bad_names, refuse_external_data)
 from openrknn.model_file.header_schema import (DEFAULT_MAX_GRAPH_BYTES, DEFAULT_MAX_GRAPH_RATIO, MAX_GRAPH_BYTES_ENV,
                                                MAX_GRAPH_RATIO_ENV, check_input_sizes, check_model_header, limit)
 from openrknn.model_file.shared_weights import restore_weights, strip_weights
-from openrknn.model_file.container import FLAG_ENCRYPTED, Container, decode, encode, read_file, write_atomic
 
 FORMAT_NAME = "openrknn-model"
 GRAPH_SECTION = "graph.onnx"
@@ -182,7 +183,6 @@ def load_model_bytes(data: bytes, source: str = "<bytes>") -> RKNNModel:
 def _open(container: Container, source: str) -> Container:
     """Decrypt an encrypted model (flag bit 0) with the key from the environment / key file."""
     if container.flags & FLAG_ENCRYPTED:
-        from openrknn.model_file.encryption import decrypt_container
         return decrypt_container(container, source)
     return container
 

@@ -14,11 +14,13 @@ No pickle anywhere: the graph is ONNX protobuf bytes, everything else is JSON.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import struct
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,7 +160,6 @@ def _default_mode() -> int:
 
 
 def _os_error_hint(e: OSError) -> str:
-    import errno
     return {errno.ENOSPC: "the disk is full; free space or write elsewhere",
             errno.EDQUOT: "the disk quota is exceeded; free space or write elsewhere",
             errno.EACCES: "no permission to write in that folder; choose a writable folder",
@@ -169,7 +170,6 @@ def _os_error_hint(e: OSError) -> str:
 
 def remove_stale_temp_files(folder: str) -> None:
     """Delete ``.openrknn-<pid>-*.part`` files whose writer is gone (a killed export) or that are old."""
-    import time
     try:
         names = [n for n in os.listdir(folder) if n.startswith(TEMP_PREFIX) and n.endswith(TEMP_SUFFIX)]
     except OSError:

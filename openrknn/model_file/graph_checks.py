@@ -11,13 +11,16 @@
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import onnx
 
 from openrknn.errors import ModelFileError
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.graph.runner import make_session
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -52,9 +55,6 @@ def refuse_external_data(model: onnx.ModelProto, source: str) -> None:
 
 def check_tensor_sizes(model: onnx.ModelProto, source: str) -> None:
     """Every stored tensor's dims are non-negative and its raw bytes match them (so no reader fails later)."""
-    import math
-
-    import numpy as np
     for tensor in _tensors(model.graph):
         if any(d < 0 for d in tensor.dims):
             raise ModelFileError(f"'{source}': tensor '{tensor.name}' has a negative dimension {list(tensor.dims)}; "
@@ -97,9 +97,7 @@ def check_empty_inputs(graph: onnx.ModelProto, specs: list[Any], source: str,
     empty = [s for s in specs if 0 in s.shape]
     if not empty:
         return
-    import numpy as np
 
-    from openrknn.graph.runner import make_session
     feeds = {s.name: np.zeros([max(d, 0) if d >= 0 else 1 for d in s.shape], s.dtype) for s in specs}
     try:
         make_session(graph).run(None, feeds)

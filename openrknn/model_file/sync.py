@@ -19,15 +19,15 @@ from typing import Any, Iterable
 
 from openrknn import chips, log
 from openrknn.errors import ConfigError, ModelFileError
+from openrknn.model_file import from_container
 from openrknn.model_file.container import FLAG_ENCRYPTED, encode, read_file, write_atomic
+from openrknn.profile import estimate_perf
 
 SYNC_KEY = "sync_model"
 
 
 def _layer_table(container: Any, source: str) -> tuple[str, list[Any]]:
     """``(platform, eval_perf layers)`` of the model in ``container``."""
-    from openrknn.model_file import from_container
-    from openrknn.profile import estimate_perf
     model = from_container(container, source)
     if not model.platforms:
         raise ModelFileError(f"'{source}' records no target platform; rebuild it with config(target_platform=...)")

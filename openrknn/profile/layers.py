@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import TensorProto, helper
 
-from openrknn import log
+from openrknn import chips, log
 from openrknn.errors import ModelLoadError
 from openrknn.graph import npu_layers
 from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import op_support
-from openrknn.profile.cost_table import CostTable
+from openrknn.profile.cost_table import CostTable, cost_table
+from openrknn.quant.settings import DTYPES, canonical_dtype
 
 _ONNX_INT_TYPES = {TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool",
                    TensorProto.UINT8: "uint8", TensorProto.INT8: "int8", TensorProto.INT16: "int16"}
@@ -89,7 +90,6 @@ def default_dtypes(quantized_dtype: str | None) -> tuple[str, str]:
     quantizer's own table (w8a16 and w4a16 keep float16 activations, per the API reference)."""
     if quantized_dtype is None:
         return "float16", "float16"
-    from openrknn.quant.settings import DTYPES, canonical_dtype
     try:
         spec = DTYPES[canonical_dtype(quantized_dtype)]
     except (KeyError, Exception):   # noqa: BLE001 - an unknown name in an old file: the default
@@ -391,8 +391,6 @@ def layer_count(model: RKNNModel, platform: str | None = None) -> int:
     """How many layers the chip executes for a built model, as rknn-toolkit2's layer table and
     ``eval_perf`` count them (InputOperator/OutputOperator rows included). ``openrknn info``, the
     build log and the workbench all print this number."""
-    from openrknn import chips
-    from openrknn.profile.cost_table import cost_table
     chip = chips.get_chip(platform or (model.platforms[0] if model.platforms else "rk3588"))
     return len(build_layers(model, cost_table(chip), chip.float_on_npu))
 

@@ -13,6 +13,9 @@ from openrknn.errors import ConfigError
 from openrknn.graph import npu_limits
 from openrknn.graph.npu_limits import Finding
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.profile.cost_model import cpu_time_us
+from openrknn.profile.cost_table import cost_table
+from openrknn.profile.layers import build_layers
 
 METADATA_KEY = "npu_limit_cpu_layers"   # node names the limits put on the CPU (read by profile.layers)
 
@@ -62,9 +65,6 @@ def _with_cpu_cost(model: RKNNModel, chip: chips.Chip, findings: list[Finding]) 
     if not any(f.consequence == npu_limits.CPU for f in findings):
         return findings
     try:
-        from openrknn.profile.cost_model import cpu_time_us
-        from openrknn.profile.cost_table import cost_table
-        from openrknn.profile.layers import build_layers
         cost = cost_table(chip)
         layers = {layer.name: layer for layer in build_layers(model, cost, chip.float_on_npu)}
     except Exception as e:  # noqa: BLE001 - the check stands without the estimate

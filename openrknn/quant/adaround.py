@@ -32,6 +32,7 @@ from typing import Collection, Sequence
 import numpy as np
 import onnx
 from onnx import numpy_helper
+from tqdm import tqdm
 
 from openrknn import log
 from openrknn.errors import ConfigError
@@ -211,7 +212,6 @@ class WeightRounder:
     def _learn(self, layer: _LinearLayer, name: str, weight: np.ndarray, params: QuantParams,
                rows: np.ndarray, quantized_rows: np.ndarray) -> np.ndarray | None:
         """The learned integers, or None when nearest rounding has the lower error on the rows."""
-        from tqdm import tqdm
         torch = self.torch
         torch.manual_seed(SEED)
         scale = layer.channel_scale(params.scale, weight.shape)

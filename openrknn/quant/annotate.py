@@ -34,6 +34,8 @@ from openrknn.graph import npu_layers
 KIND_KEY = "openrknn.quant_kind"
 QCONV, QCONVT, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT, FLOAT, OTHER, INTERNAL = (
     "qconv", "qconvt", "qmatmul", "qmatmul2", "pass", "fused_act", "qfloat", "float", "other", "internal")
+# every kind this module writes: the quantized simulator has one lowering per kind (sim/quantized.py)
+KINDS = frozenset({QCONV, QCONVT, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT, FLOAT, OTHER, INTERNAL})
 INTEGER_KINDS = frozenset({QCONV, QCONVT, QMATMUL, QMATMUL2, PASS, FUSED_ACT, QFLOAT})
 # Integer layers with a quantized weight (input 1) and an int32 bias (input 2).
 WEIGHTED_KINDS = frozenset({QCONV, QCONVT, QMATMUL})

@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import onnx
 from onnx import helper
+from tqdm import tqdm
 
 from openrknn.errors import QuantizationError
 from openrknn.graph.custom_ops import CustomOpRegistry
@@ -115,8 +116,6 @@ def collect_stats(model: onnx.ModelProto, tensors: Sequence[str], samples: Seque
     Raises:
         QuantizationError: the float graph cannot run on a sample.
     """
-    from tqdm import tqdm
-
     graph_inputs = [v.name for v in model.graph.input if v.name not in {i.name for i in model.graph.initializer}]
     tensors = [t for t in tensors if t]
     session = _session(model, tensors, custom_ops)
@@ -148,8 +147,6 @@ def tensor_values(model: onnx.ModelProto, tensors: Sequence[str], samples: Seque
     Raises:
         QuantizationError: the float graph cannot run on a sample.
     """
-    from tqdm import tqdm
-
     graph_inputs = [v.name for v in model.graph.input if v.name not in {i.name for i in model.graph.initializer}]
     wanted = [t for t in tensors if t and t not in graph_inputs]
     session = _session(_ancestors(model, wanted), wanted, custom_ops) if wanted else None

@@ -13,6 +13,7 @@ import os
 from typing import Sequence
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from openrknn import log
 from openrknn.errors import QuantizationError
@@ -153,8 +154,6 @@ def _image_geometry(spec: TensorSpec, file: str, where: str) -> tuple[int, int, 
 
 def _load_image(file: str, spec: TensorSpec, rgb2bgr: bool, where: str, warn_resize: bool = True,
                 resized: list | None = None) -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-
     height, width, channels = _image_geometry(spec, file, where)
     mode = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
     if mode is None:

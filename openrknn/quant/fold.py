@@ -13,6 +13,7 @@ import onnx
 from onnx import numpy_helper
 
 from openrknn import log
+from openrknn.quant.calibrate import merge_channel_range, tensor_values
 
 
 def constants_to_initializers(model: onnx.ModelProto) -> None:
@@ -224,7 +225,6 @@ def _int8_error(value: np.ndarray, lo: float, hi: float, s: np.ndarray | None = 
 
 def _equalization_plan(model: onnx.ModelProto, tensors: list[str], samples, custom_ops):
     """Scales per tensor (from all samples) and the tensors whose rescale lost on held-out samples."""
-    from openrknn.quant.calibrate import merge_channel_range, tensor_values
     samples = list(samples)
     held = set(range(HELD_OUT_EVERY - 1, len(samples), HELD_OUT_EVERY)) if len(samples) >= HELD_OUT_EVERY else set()
     fit = [x for i, x in enumerate(samples) if i not in held]

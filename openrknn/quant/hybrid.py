@@ -14,6 +14,7 @@ as in step 1, so an unedited config reproduces the plain build exactly.
 """
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import os
@@ -24,8 +25,8 @@ import numpy as np
 import onnx
 
 from openrknn import log
-from openrknn.graph import npu_layers
 from openrknn.errors import ConfigError, ModelFileError
+from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file import from_container, to_container
 from openrknn.model_file.container import Container, write_atomic
@@ -183,7 +184,6 @@ def _layer_dtypes(config: HybridConfig, graph: onnx.ModelProto, path: str) -> tu
     layers, sixteen = [], []
     for name, dtype in config.layers.items():
         if name not in producers:
-            import difflib
             close = difflib.get_close_matches(name, list(producers), n=3)
             raise ConfigError(f"'{path}': custom_quantize_layers names '{name}', which is neither a tensor nor a "
                               f"layer of the model" + (f" (did you mean {close}?)" if close else ""))

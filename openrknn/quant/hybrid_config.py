@@ -32,13 +32,15 @@ import yaml
 
 from openrknn.errors import ConfigError
 from openrknn.model_file.container import write_atomic
+from openrknn.quant.settings import QUANT_DTYPE_ALIASES, TOOLKIT1_QUANT_DTYPES, activation_dtype
 
-# Layer types a custom_quantize_layers entry may name, and what each becomes.
+# Layer types a custom_quantize_layers entry may name, and what each becomes. Toolkit 1 cfgs may name a
+# layer by a quantized_dtype (or an alias of one): the layer takes that dtype's activation width.
 LAYER_DTYPES = {
     "float16": "float16", "float32": "float16", "float": "float16",
-    "int16": "int16", "dynamic_fixed_point-i16": "int16", "dynamic_fixed_point-16": "int16",
-    "int8": "int8", "uint8": "int8", "asymmetric_affine-u8": "int8", "asymmetric_quantized-u8": "int8",
-    "asymmetric_quantized-8": "int8", "dynamic_fixed_point-i8": "int8", "dynamic_fixed_point-8": "int8",
+    "int16": "int16", "int8": "int8", "uint8": "int8", "asymmetric_affine-u8": "int8",
+    **{name: "int16" if activation_dtype(name, toolkit=1) == "int16" else "int8"
+       for name in TOOLKIT1_QUANT_DTYPES + tuple(QUANT_DTYPE_ALIASES)},
 }
 
 _HEADER = """\

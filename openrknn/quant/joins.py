@@ -16,6 +16,7 @@ import numpy as np
 from openrknn import log
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.quant.calibrate import tensor_values
 
 # Ops that put several data inputs into one output tensor with one scale.
 JOIN_OPS = frozenset({"Concat", "Add", "Sub", "Sum", "Max", "Min", "Mean"})
@@ -91,7 +92,6 @@ def lopsided_joins(model: RKNNModel, samples: Sequence[Sequence[np.ndarray]] = (
 
 
 def _measure(model: RKNNModel, tensors: list[str], samples, custom_ops) -> dict[str, tuple[float, float]]:
-    from openrknn.quant.calibrate import tensor_values
     golden_names = {o for n in model.golden.graph.node for o in n.output} | {v.name for v in model.golden.graph.input}
     present = [t for t in tensors if t in golden_names]
     out: dict[str, tuple[float, float]] = {}

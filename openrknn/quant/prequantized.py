@@ -9,6 +9,7 @@ simulator lowers both the same way.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -71,7 +72,6 @@ def import_quantized(rknn_model: RKNNModel) -> RKNNModel:
                      for name in annotate.float_tensor_names(graph)}
     tensor_dtypes.update({name: r["dtype"] for name, r in records.items() if name not in tensor_dtypes})
     log.info(f"import_quantized: {len(params)} tensors keep the source's scales and zero points")
-    from dataclasses import replace
     float_outputs = {o.name for o in graph.graph.output if o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT}
     outputs = [replace(spec, dtype="float32") if spec.name in float_outputs else spec for spec in rknn_model.outputs]
     model = replace(rknn_model, graph=graph, quantized_dtype=dtype, quant_params=records, tensor_dtypes=tensor_dtypes,

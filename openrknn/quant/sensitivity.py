@@ -25,6 +25,7 @@ from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import numerics
 from openrknn.quant.numerics import QuantParams
+from openrknn.sim.session import GraphRunner
 
 _GATE = "__gate__"
 
@@ -197,7 +198,6 @@ def _gated_runner(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
                   custom_ops: CustomOpRegistry | None, crop_side: int | None):
     """The gated graph's session, its gates, the input names and the samples it runs on (cropped
     when ``crop_side`` allows, see :func:`output_sensitivity`)."""
-    from openrknn.sim.session import GraphRunner
     graph, gates = gated_graph(quantized)
     names = [spec.name for spec in quantized.inputs]
     if crop_side:

@@ -53,9 +53,21 @@ DTYPES: dict[str, DtypeSpec] = {
 }
 
 
+def resolve_alias(name: str) -> str:
+    """The documented name a ``quantized_dtype`` spelling stands for (aliases only: no toolkit mapping,
+    so ``asymmetric_quantized-u8`` stays itself on both generations)."""
+    return QUANT_DTYPE_ALIASES.get(str(name).strip(), str(name).strip())
+
+
+def activation_dtype(name: str, toolkit: int = 2) -> str:
+    """What a ``quantized_dtype`` stores activations as: its integer type, or 'float16' for the
+    weight-only dtypes (w8a16, w4a16: 16-bit floating-point activations, per the API reference)."""
+    return DTYPES[canonical_dtype(name, toolkit)].act_dtype or "float16"
+
+
 def canonical_dtype(name: str, toolkit: int = 2) -> str:
     """The canonical dtype name, with the same aliases ``config()`` accepts."""
-    name = QUANT_DTYPE_ALIASES.get(str(name).strip(), str(name).strip())
+    name = resolve_alias(name)
     if toolkit == 1 and name == "w8a8":
         return "asymmetric_quantized-u8"
     if toolkit == 2 and name == "asymmetric_quantized-u8":

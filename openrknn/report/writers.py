@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+from openrknn.model_file.container import write_atomic
 from openrknn.report.page import page, table
 from openrknn.report.svg import bar_chart, esc, line_plot
 
@@ -98,6 +99,5 @@ def memory_html(report: Any) -> str:
 
 def write_html(path: str, text: str) -> str:
     """Write a report page atomically (readers never see half a file); returns ``path``."""
-    from openrknn.model_file.container import write_atomic
     write_atomic(path, text.encode("utf-8"))
     return path

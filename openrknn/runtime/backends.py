@@ -17,6 +17,7 @@ import numpy as np
 
 from openrknn.errors import InferenceInputError, RuntimeStateError
 from openrknn.graph.rknn_model import LAYOUT_NCHW, RKNNModel
+from openrknn.sim.session import Simulator, _formats, _to_layout
 
 BACKENDS = ("teflon", "litert", "onnxruntime")
 TEFLON_ENV = "OPENRKNN_TEFLON"
@@ -100,7 +101,6 @@ class LiteRTRuntime:
 
     def run(self, inputs: Sequence[Any], data_format: Sequence[str] | str | None = None,
             inputs_pass_through: Sequence[int] | None = None) -> list[np.ndarray]:
-        from openrknn.sim.session import _formats, _to_layout
         specs = self.model.inputs
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
         if len(inputs) != len(specs):
@@ -126,6 +126,5 @@ class LiteRTRuntime:
 
 def start(backend: str, model: RKNNModel, tflite: bytes | None, custom_ops: Any) -> Any:
     if backend == "onnxruntime":
-        from openrknn.sim.session import Simulator
         return Simulator(model, custom_ops)
     return LiteRTRuntime(model, tflite, find_teflon() if backend == "teflon" else None)

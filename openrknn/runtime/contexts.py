@@ -19,6 +19,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from openrknn import log
+from openrknn.runtime.lite import RKNNLite
 from openrknn.runtime.protocol import shown
 
 
@@ -147,7 +148,6 @@ class ContextPool:
 
     @staticmethod
     def _start(model: bytes, options: dict[str, Any]) -> tuple[Any, int | None]:
-        from openrknn.runtime.lite import RKNNLite
         before = process_rss()
         lite = RKNNLite()
         with captured_errors() as errors, tempfile.TemporaryDirectory(prefix="openrknn-serve-") as folder:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from openrknn.errors import RKNNError
+from openrknn.graph.rknn_model import LAYOUT_UNDEFINED, TensorSpec
 
 LIBRARY_ENV = "OPENRKNN_LIBRKNNRT"
 STANDARD_PATHS = ("/usr/lib/librknnrt.so", "/usr/lib64/librknnrt.so", "/usr/lib/aarch64-linux-gnu/librknnrt.so",
@@ -232,7 +233,6 @@ class TensorAttr:
 
     def to_spec(self) -> Any:
         """The openrknn ``TensorSpec`` of this tensor (shape and layout as the library reports them)."""
-        from openrknn.graph.rknn_model import LAYOUT_UNDEFINED, TensorSpec
         layout = self.fmt if self.fmt in ("NCHW", "NHWC") else LAYOUT_UNDEFINED
         dtype = np.dtype(NUMPY_TYPES.get(self.type_code, np.float32)).name
         return TensorSpec(name=self.name, shape=list(self.dims), dtype=dtype, layout=layout)

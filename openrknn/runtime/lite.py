@@ -16,6 +16,10 @@ from openrknn.api.common import RuntimeInfo, api_call, sdk_version_text
 from openrknn.errors import NotSupportedError, RuntimeStateError
 from openrknn.graph.custom_ops import CustomOpRegistry
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.model_file import load_model
+from openrknn.model_file.embedded import read_tflite
+from openrknn.runtime import backends, rockchip_backend
+from openrknn.runtime.rockchip_backend import RockchipRuntime
 
 if TYPE_CHECKING:
     from openrknn.runtime.rockchip_backend import RockchipModel
@@ -51,9 +55,6 @@ class RKNNLite(RuntimeInfo):
 
         ``master_model``: for a model built with ``remove_weight=True``, the .rknn holding its weights.
         """
-        from openrknn.model_file import load_model
-        from openrknn.model_file.embedded import read_tflite
-        from openrknn.runtime import rockchip_backend
         self.release()
         rockchip_file = rockchip_backend.is_rockchip_file(path)
         if self._backend == rockchip_backend.BACKEND_NAME or (self._backend is None and rockchip_file):
@@ -73,8 +74,6 @@ class RKNNLite(RuntimeInfo):
         ``perf_debug`` / ``eval_mem`` (openrknn extras, librknnrt only) enable eval_perf's per-layer
         times and eval_memory.
         """
-        from openrknn.runtime import backends
-        from openrknn.runtime.rockchip_backend import RockchipRuntime
         if self._model is None and self._rockchip is None:
             raise RuntimeStateError("call load_rknn() before init_runtime()")
         if core_mask not in self.VALID_CORE_MASKS:

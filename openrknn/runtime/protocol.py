@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from openrknn.errors import MissingExtraError
+
 PROTOCOL_VERSION = 1
 DEFAULT_PORT = 8788
 HEADER = struct.Struct(">I")
@@ -50,7 +52,6 @@ def _msgpack() -> Any:
     try:
         import msgpack
     except ImportError as e:
-        from openrknn.errors import MissingExtraError
         raise MissingExtraError("the board connection", "serve", "msgpack") from e
     return msgpack
 

@@ -24,9 +24,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import yaml
 
 from openrknn import log
 from openrknn.errors import RuntimeStateError
+from openrknn.model_file import to_container
+from openrknn.model_file.container import encode
 from openrknn.runtime import protocol
 from openrknn.runtime.protocol import pack_array, unpack_array
 
@@ -69,7 +72,6 @@ def split_address(text: str) -> tuple[str, int] | None:
 
 def configured_devices() -> list[Device]:
     """The devices of the devices file (empty when it does not exist)."""
-    import yaml
     path = devices_file()
     if not path.is_file():
         return []
@@ -226,6 +228,4 @@ def probe(device: Device, timeout: float = 2.0) -> dict[str, Any] | None:
 
 def open_runtime(device: Device, model: Any, options: dict[str, Any]) -> RemoteRuntime:
     """Send ``model`` (an RKNNModel) to the board as .rknn bytes and start a runtime there."""
-    from openrknn.model_file import to_container
-    from openrknn.model_file.container import encode
     return RemoteRuntime(device, encode(to_container(model)), options)

@@ -14,7 +14,9 @@ import numpy as np
 
 from openrknn import log
 from openrknn.errors import InferenceInputError, ModelFileError, RuntimeStateError
+from openrknn.profile.memory import memory_dump_text
 from openrknn.runtime import librknnrt as rt
+from openrknn.sim.session import check_inference_args
 
 BACKEND_NAME = "rknnrt"
 # Cores per chip that has more than one (seed 002 §5.3); other chips run on their single core.
@@ -117,7 +119,6 @@ class RockchipRuntime:
             data_format: Sequence[str] | str | None = None, inputs_pass_through: Sequence[int] | None = None,
             want_float: bool = True) -> list[np.ndarray]:
         """One inference; the outputs are float32 (``want_float``) or the model's native type."""
-        from openrknn.sim.session import check_inference_args
         attrs = self.context.inputs
         inputs, formats, flags = check_inference_args([a.name for a in attrs], inputs, data_format,
                                                       inputs_pass_through)
@@ -162,7 +163,6 @@ class RockchipRuntime:
 
     def eval_memory(self, is_print: bool = True) -> dict[str, int]:
         """``RKNN_QUERY_MEM_SIZE`` as the documented eval_memory dict (bytes); needs eval_mem=True."""
-        from openrknn.profile.memory import memory_dump_text
         if not self.eval_mem:
             raise RuntimeStateError("When init runtime, parameter <eval_mem> should be set to True, or we can not "
                                     "eval memory!")

@@ -14,7 +14,7 @@ from onnx import helper, numpy_helper
 
 from openrknn.graph.npu_layers import internal_tensors
 
-_ROUND_SUFFIX = "__fp16"
+FLOAT16_SUFFIX = "__fp16"   # a float tensor rounded to float16 (T__fp16)
 
 # Ops whose float outputs are fp16 values whenever their float inputs are: they move, select or
 # compare values without arithmetic, so rounding after them would change nothing.
@@ -66,7 +66,7 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
     new_nodes: list[onnx.NodeProto] = []
     input_names = {v.name for v in graph.input}
     for name in sorted(n for n in to_round if n in input_names):
-        rounded = name + _ROUND_SUFFIX
+        rounded = name + FLOAT16_SUFFIX
         new_nodes += _cast_pair(name, rounded)
         renamed[name] = rounded
         exact.add(name)
@@ -94,7 +94,7 @@ def lower_fp16(model: onnx.ModelProto, exclude: set[str] | None = None) -> onnx.
                 node.output[list(node.output).index(produced)] = raw
                 new_nodes += _cast_pair(raw, produced)
             else:
-                rounded = produced + _ROUND_SUFFIX
+                rounded = produced + FLOAT16_SUFFIX
                 new_nodes += _cast_pair(produced, rounded)
                 renamed[produced] = rounded
     del graph.node[:]

@@ -2,8 +2,13 @@
 
 Each structural tensor ``T`` has up to two executable forms: the integer tensor ``T__q`` and a
 float tensor (``T__dq`` = DequantizeLinear of ``T__q``, ``T__fp16`` for float16 layers, or ``T``
-itself for graph inputs/outputs and names used inside subgraphs). Layers are lowered by the kind
-``openrknn.quant.annotate`` stored on them (see docs/quantization.md for the exact arithmetic):
+itself for graph inputs/outputs and names used inside subgraphs); :func:`int_form`,
+:func:`dequantized_form`, :func:`float16_form` and :func:`tensor_of_form` are those names for the
+readers of a lowered graph. Each node is lowered by the
+function registered for the kind ``openrknn.quant.annotate`` stored on it (:func:`register_lowering`;
+a second lowering for one kind is an error, a kind without one fails naming it). The exact-integer
+sums and requantization live in :mod:`openrknn.sim.integer_arithmetic`, with their contract; see
+docs/quantization.md for the arithmetic:
 
 * ``qconv``: ``QLinearConv`` — uint8 inputs; int8 weights of non-grouped Convs split into two 7-bit
   halves over the input read twice (no pair of u8·s8 products can saturate a 16-bit lane), other
@@ -26,20 +31,47 @@ weights and run the fp16 lowering of ``openrknn.sim.fp16``.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from openrknn import log
+from openrknn.errors import ModelFileError
 from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate
 from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, dequantize, requant_multiplier
+from openrknn.quant.settings import DTYPES
 from openrknn.quant.weights import narrowed
-from openrknn.sim.fp16 import lower_fp16, round_to_fp16
+from openrknn.sim.fp16 import FLOAT16_SUFFIX, lower_fp16, round_to_fp16
+from openrknn.sim.integer_arithmetic import IntegerArithmetic, weighted_io
 
 _MS_DOMAIN = "com.microsoft"
+
+# The names of a structural tensor T's executable forms in the lowered graph. Readers of a lowered graph
+# (analysis/accuracy, export/tflite/verify) find the forms through these names, not by spelling them.
+INT_SUFFIX, DEQUANTIZED_SUFFIX, SCALE_SUFFIX, ZERO_POINT_SUFFIX = "__q", "__dq", "__s", "__z"
+
+
+def int_form(tensor: str) -> str:
+    """``T__q``: the integer tensor (uint8 for int8 activations, with zero point + 128)."""
+    return tensor + INT_SUFFIX
+
+
+def dequantized_form(tensor: str) -> str:
+    """``T__dq``: DequantizeLinear of ``T__q`` (scale ``T__s``, zero point ``T__z``)."""
+    return tensor + DEQUANTIZED_SUFFIX
+
+
+def float16_form(tensor: str) -> str:
+    """``T__fp16``: a tensor a float16 layer stores, rounded to float16 (held as float32)."""
+    return tensor + FLOAT16_SUFFIX
+
+
+def tensor_of_form(name: str, suffix: str) -> str | None:
+    """The structural tensor whose form (``suffix``) ``name`` is, or None."""
+    return name[:-len(suffix)] if name.endswith(suffix) else None
 _EIGHT_BIT = ("int8", "uint8")
 _ONNX_TYPES = {"int8": onnx.TensorProto.INT8, "uint8": onnx.TensorProto.UINT8, "int16": onnx.TensorProto.INT16}
 
@@ -55,7 +87,6 @@ def lower_quantized(rknn_model: RKNNModel, all_float: bool = False) -> onnx.Mode
     Example:
         >>> # session = onnxruntime.InferenceSession(lower_quantized(model).SerializeToString())
     """
-    from openrknn.quant.settings import DTYPES
     spec = DTYPES.get(rknn_model.quantized_dtype or "w8a8", DTYPES["w8a8"])
     if spec.act_dtype is None:
         return lower_fp16(_dequantized_weights(rknn_model))
@@ -86,7 +117,47 @@ def _outer_references(graph: onnx.GraphProto) -> set[str]:
     return names
 
 
-class _Lowering:
+# ------------------------------------------------------------------ the layer-kind registry
+LayerLowering = Callable[["_Lowering", onnx.NodeProto], None]
+_LOWERINGS: dict[str, LayerLowering] = {}
+
+
+def register_lowering(kind: str) -> Callable[[LayerLowering], LayerLowering]:
+    """Decorator: ``function`` lowers the nodes ``openrknn.quant.annotate`` marked with ``kind``.
+
+    Raises:
+        ValueError: ``kind`` already has a lowering (two would silently shadow each other).
+    """
+    def add(function: LayerLowering) -> LayerLowering:
+        if kind in _LOWERINGS:
+            raise ValueError(f"layer kind {kind!r} already has a lowering ({_LOWERINGS[kind].__qualname__}); "
+                             f"{function.__qualname__} cannot be registered for it too")
+        _LOWERINGS[kind] = function
+        return function
+    return add
+
+
+def lowering_for(kind: str, node_name: str = "") -> LayerLowering:
+    """The registered lowering of ``kind``.
+
+    Raises:
+        ModelFileError: no lowering for ``kind`` (a model marked by another openrknn version, or a
+            damaged file): the message names the node, the kind and the known kinds.
+    """
+    try:
+        return _LOWERINGS[kind]
+    except KeyError:
+        raise ModelFileError(f"node {node_name!r} is marked with the layer kind {kind!r} "
+                             f"(metadata '{annotate.KIND_KEY}'), which the quantized simulator does not know "
+                             f"(known: {sorted(_LOWERINGS)}); rebuild the model with this version of openrknn") from None
+
+
+def registered_kinds() -> frozenset[str]:
+    """The layer kinds that have a lowering."""
+    return frozenset(_LOWERINGS)
+
+
+class _Lowering(IntegerArithmetic):
     """One lowering run: walks the structural graph in order and emits executable nodes."""
 
     def __init__(self, model: RKNNModel, narrow_to: tuple[str, str], all_float: bool = False) -> None:
@@ -128,7 +199,7 @@ class _Lowering:
             self.float_name[value.name] = value.name
         for node in self.src.graph.node:
             kind = annotate.node_kind(node) or self._guess(node)
-            getattr(self, f"_lower_{kind}")(self._narrow_inputs(node, kind))
+            lowering_for(kind, node.name)(self, self._narrow_inputs(node, kind))
         for out in self.src.graph.output:
             if out.name in self.float_tensors or out.name in self.int_name:
                 self.need_float(out.name)
@@ -189,7 +260,7 @@ class _Lowering:
 
     def scale_zero(self, tensor: str) -> tuple[str, str]:
         params = self.params[tensor]
-        s_name, z_name = f"{tensor}__s", f"{tensor}__z"
+        s_name, z_name = tensor + SCALE_SUFFIX, tensor + ZERO_POINT_SUFFIX
         if s_name not in self._consts:
             self.const(s_name, np.float32(params.scale.ravel()[0]))
             self.const(z_name, np.array(params.zero_point.ravel()[0], NUMPY_TYPES[params.dtype]))
@@ -210,7 +281,7 @@ class _Lowering:
             return None
         source = self.need_float(tensor)
         s, z = self.scale_zero(tensor)
-        name = f"{tensor}__q"
+        name = int_form(tensor)
         self.nodes.append(helper.make_node("QuantizeLinear", [source, s, z], [name], name=f"{name}_quantize",
                                            domain=self._qdq_domain(self.params[tensor].dtype)))
         self.int_name[tensor] = name
@@ -221,13 +292,13 @@ class _Lowering:
         if tensor in self.float_name:
             return self.float_name[tensor]
         if tensor in self.int_name:
-            name = tensor if tensor in self.keep else f"{tensor}__dq"
+            name = tensor if tensor in self.keep else dequantized_form(tensor)
             s, z = self.scale_zero(tensor)
             self.nodes.append(helper.make_node("DequantizeLinear", [self.int_name[tensor], s, z], [name],
                                                name=f"{name}_dequantize",
                                                domain=self._qdq_domain(self.params[tensor].dtype)))
         elif tensor in self.inits and tensor in self.records and self.inits[tensor].data_type != onnx.TensorProto.FLOAT:
-            name = self.const(f"{tensor}__dq", self._dequantized_init(tensor))
+            name = self.const(dequantized_form(tensor), self._dequantized_init(tensor))
         else:
             return tensor
         self.float_name[tensor] = name
@@ -242,13 +313,14 @@ class _Lowering:
         return dequantize(array, QuantParams.from_dict(record))
 
     def set_int(self, tensor: str) -> str:
-        self.int_name[tensor] = f"{tensor}__q"
+        self.int_name[tensor] = int_form(tensor)
         return self.int_name[tensor]
 
     def is_8bit(self, *tensors: str) -> bool:
         return all(t in self.params and self.params[t].dtype in _EIGHT_BIT for t in tensors)
 
     # ------------------------------------------------------------------ kinds
+    @register_lowering(annotate.OTHER)
     def _lower_other(self, node: onnx.NodeProto) -> None:
         self._emit_float_inputs(node)
 
@@ -275,6 +347,7 @@ class _Lowering:
         self.nodes.append(copy)
         return copy
 
+    @register_lowering(annotate.FLOAT)
     def _lower_float(self, node: onnx.NodeProto) -> None:
         copy = self._emit_float_inputs(node)
         for i, out in enumerate(node.output):
@@ -285,12 +358,13 @@ class _Lowering:
                 self.float_name[out] = copy.output[i]
                 continue
             raw, half = f"{out}__raw", f"{out}__half"
-            final = out if out in self.keep else f"{out}__fp16"
+            final = out if out in self.keep else float16_form(out)
             copy.output[i] = raw
             self.nodes += [helper.make_node("Cast", [raw], [half], to=self.half, name=f"{half}_cast"),
                            helper.make_node("Cast", [half], [final], to=onnx.TensorProto.FLOAT, name=f"{final}_cast")]
             self.float_name[out] = final
 
+    @register_lowering(annotate.INTERNAL)
     def _lower_internal(self, node: onnx.NodeProto) -> None:
         """Inside a fused activation: float32, no rounding, no storage."""
         copy = self._emit_float_inputs(node)
@@ -301,6 +375,7 @@ class _Lowering:
             elif out:
                 self.float_name[out] = out
 
+    @register_lowering(annotate.QFLOAT)
     def _lower_qfloat(self, node: onnx.NodeProto) -> None:
         if not all(o in self.params for o in node.output if o in self.float_tensors):
             return self._lower_float(node)
@@ -316,6 +391,7 @@ class _Lowering:
                                                domain=self._qdq_domain(self.params[out].dtype)))
         return None
 
+    @register_lowering(annotate.PASS)
     def _lower_pass(self, node: onnx.NodeProto) -> None:
         outs = [o for o in node.output if o]
         source = self.need_int(node.input[0]) if all(o in self.params for o in outs) else None
@@ -333,6 +409,7 @@ class _Lowering:
         self.nodes.append(copy)
         return None
 
+    @register_lowering(annotate.FUSED_ACT)
     def _lower_fused_act(self, node: onnx.NodeProto) -> None:
         src, out = node.input[0], node.output[0]
         same = (src in self.params and out in self.params
@@ -353,61 +430,20 @@ class _Lowering:
         scale, zero = float(params.scale.ravel()[0]), int(params.zero_point.ravel()[0])
         return scale * (storage_min - zero) >= low and scale * (storage_max - zero) <= high + 1e-6 * scale
 
+    @register_lowering(annotate.QCONV)
     def _lower_qconv(self, node: onnx.NodeProto) -> None:
-        x, w, y, bias = _weighted_io(node)
+        x, w, y, bias = weighted_io(node)
         if self._lower_to_layer_float(node, out_axis=0):
             return None
         if not self._integer_layer(x, w, y, bias) or self.params[x].dtype != self.params[y].dtype:
             return self._lower_qfloat(node)
-        w_params = self.params[w]
-        channels = self.inits[w].dims[0]
-        ws = self.const(f"{w}__ws", np.resize(w_params.scale.ravel().astype(np.float32), channels))
-        weight = numpy_helper.to_array(self.inits[w])
-        zero = np.resize(w_params.zero_point.ravel(), channels).astype(weight.dtype)
-        xs, xz = self.scale_zero(x)
-        ys, yz = self.scale_zero(y)
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        group = attrs.get("group", 1)
-        source, weight = self._whole_channel_blocks(self.need_int(x), xz, weight, zero, group, y)
-        if group == 1 and weight.dtype == np.int8 and not zero.any():
-            source, weight = self._twice(source), _seven_bit_halves(weight)
-        else:
-            weight, zero = _unsigned(weight, zero)
-        wz = self.const(f"{w}__wz", zero)
-        inputs = [source, xs, xz, self.const(f"{w}__exact", weight), ws, wz, ys, yz] + ([bias] if bias else [])
-        self.nodes.append(helper.make_node("QLinearConv", inputs, [self.set_int(y)], name=node.name or y, **attrs))
+        self._qlinear_conv(node)
         return None
 
-    def _twice(self, x_int: str) -> str:
-        """``x_int`` concatenated with itself along the channels (the input of a split-weight Conv)."""
-        name = f"{x_int}__twice"
-        if name not in self._consts:
-            self._consts.add(name)
-            self.nodes.append(helper.make_node("Concat", [x_int, x_int], [name], name=f"{name}_concat", axis=1))
-        return name
-
-    def _whole_channel_blocks(self, x_int: str, x_zero: str, weight: np.ndarray, w_zero: np.ndarray,
-                              group: int, y: str) -> tuple[str, np.ndarray]:
-        """Input channels padded to a multiple of 4 (zero-point inputs, weights at their zero point):
-        the same sums.
-
-        onnxruntime 1.23 (the newest for Python 3.10) gives run-to-run different QLinearConv results
-        when a non-grouped Conv has a channel count that is not a multiple of 4 (an image's 3)."""
-        extra = -weight.shape[1] % 4
-        if group != 1 or not extra:
-            return x_int, weight
-        spatial = weight.ndim - 2
-        padding = np.broadcast_to(w_zero.reshape((-1,) + (1,) * (weight.ndim - 1)),
-                                  (weight.shape[0], extra) + weight.shape[2:])
-        amounts = self.const(f"{y}__c4pads", np.array([0, 0] + [0] * spatial + [0, extra] + [0] * spatial, np.int64))
-        padded = f"{y}__c4"
-        self.nodes.append(helper.make_node("Pad", [x_int, amounts, x_zero], [padded], name=f"{y}__c4pad",
-                                           mode="constant"))
-        return padded, np.concatenate([weight, padding], 1)
-
+    @register_lowering(annotate.QCONVT)
     def _lower_qconvt(self, node: onnx.NodeProto) -> None:
         """Integer ConvTranspose: onnxruntime has no integer kernel for it (see :meth:`_exact_sum`)."""
-        x, w, y, bias = _weighted_io(node)
+        x, w, y, bias = weighted_io(node)
         if self._lower_to_layer_float(node, out_axis=1):
             return None
         if not self._integer_layer(x, w, y, bias):
@@ -426,7 +462,7 @@ class _Lowering:
         (an activation or residual Add follows, ``openrknn.graph.npu_layers``) the real value
         ``float32(acc) · float32(s_x·s_w[c])`` goes on in float32, not stored; read only by float16
         layers it is stored as float16. Either way from the exact integer sum."""
-        x, w, y, bias = _weighted_io(node)
+        x, w, y, bias = weighted_io(node)
         if y in self.params or y not in self.float_tensors or not self.is_8bit(x):
             return False
         if not self._integer_weights(w, bias):
@@ -441,7 +477,7 @@ class _Lowering:
             real = y if y in self.keep else f"{y}__f32"
             self.nodes.append(helper.make_node("Mul", [acc, factor], [real], name=f"{y}__real"))
         else:   # read by float16 layers only: stored as float16(s_x·s_w·acc)
-            real = y if y in self.keep else f"{y}__fp16"
+            real = y if y in self.keep else float16_form(y)
             self.nodes += [helper.make_node("Mul", [acc, factor], [f"{y}__raw"], name=f"{y}__real"),
                            helper.make_node("Cast", [f"{y}__raw"], [f"{y}__half"], to=self.half,
                                             name=f"{y}__half_cast"),
@@ -449,114 +485,6 @@ class _Lowering:
                                             name=f"{real}_cast")]
         self.float_name[y] = real
         return True
-
-    def _w_scales(self, w: str, node: onnx.NodeProto, out_axis: int) -> np.ndarray:
-        weight_dims = self.inits[w].dims
-        transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
-        channels = weight_dims[0] if transposed else weight_dims[out_axis]
-        return np.resize(self.params[w].scale.ravel(), channels).astype(np.float32)
-
-    def _exact_sum(self, node: onnx.NodeProto, out_axis: int) -> tuple[str, tuple[int, ...]] | None:
-        """``acc = Σ (q_x − z_x)·(q_w − z_w) + q_b`` exactly, as float32 (``float32(acc)``).
-
-        The float32 op (Conv, ConvTranspose, MatMul) runs on the integers ``q_x − z_x`` and
-        ``q_w − z_w``: while every partial sum stays below 2^24 each float32 step is exact, in any
-        summation order and on any CPU. The bound is checked per output channel
-        (``max|q_x − z_x| · Σ|q_w − z_w| + |q_b|``). Sums that could pass it are computed by
-        ConvInteger / MatMulInteger (u8 × u8, one weight zero point), else with weights split as
-        ``16·hi + lo``, the parts combined in int32. Returns (tensor, broadcast shape of a
-        per-channel constant) or None when even the split could overflow."""
-        x, w, y, bias = _weighted_io(node)
-        weight = numpy_helper.to_array(self.inits[w]).astype(np.int64)
-        op_type, attrs = node.op_type, {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        if op_type == "Gemm":
-            weight = weight.T if attrs.get("transB") else weight
-            op_type, attrs = "MatMul", {}
-        shape = [1] * weight.ndim
-        shape[out_axis] = -1
-        centred = weight - np.resize(self.params[w].zero_point.ravel(), weight.shape[out_axis]).reshape(shape)
-        reduce_axes = tuple(a for a in range(weight.ndim) if a != out_axis)
-        x_params = self.params[x]
-        x_zero = int(x_params.zero_point.ravel()[0])
-        x_reach = max(x_zero - x_params.qmin, x_params.qmax - x_zero)
-        q_bias = numpy_helper.to_array(self.inits[bias]).astype(np.int64).ravel() if bias else None
-        spatial = (1,) * (weight.ndim - 2) if op_type != "MatMul" else ()
-        pieces = _exact_float_pieces(centred, x_reach, reduce_axes, np.abs(q_bias) if bias else None)
-        zero_points = np.unique(self.params[w].zero_point)
-        if (pieces is None or len(pieces) > 1) and op_type in ("Conv", "MatMul") and zero_points.size == 1:
-            # sums too large for one exact float32 op: the integer kernel (u8 × u8, exact), int32 out
-            acc = self._integer_accumulator(node, op_type, attrs, weight, int(zero_points[0]), y)
-            return self._int32_sum_as_float(acc, bias, q_bias, spatial, y), spatial
-        if pieces is None:
-            log.debug(f"{node.name or y}: integer sums could pass 2^24 even with split weights; "
-                      f"the layer runs on dequantized values")
-            return None
-        centred_x = self._centred(x)
-        if len(pieces) == 1:   # one exact float32 op, the bias added inside it
-            inputs = [centred_x, self.const(f"{w}__exact_f", pieces[0][1].astype(np.float32))]
-            if bias:
-                inputs.append(self.const(f"{bias}__exact_f", q_bias.astype(np.float32)))
-            out = f"{y}__acc_f"
-            if op_type == "MatMul" and bias:
-                self.nodes += [helper.make_node("MatMul", inputs[:2], [f"{out}0"], name=f"{out}0_matmul"),
-                               helper.make_node("Add", [f"{out}0", inputs[2]], [out], name=f"{out}_bias")]
-            else:
-                self.nodes.append(helper.make_node(op_type, inputs, [out], name=f"{out}_{op_type.lower()}", **attrs))
-            return out, spatial
-        parts = []
-        for k, (factor, piece) in enumerate(pieces):
-            raw, ints = f"{y}__part{k}_exact", f"{y}__part{k}"
-            self.nodes += [helper.make_node(op_type, [centred_x, self.const(f"{w}__int{k}", piece.astype(np.float32))],
-                                            [raw], name=f"{raw}_{op_type.lower()}", **attrs),
-                           helper.make_node("Cast", [raw], [ints], to=onnx.TensorProto.INT32, name=f"{ints}_to_int32")]
-            if factor != 1:
-                scaled = f"{ints}_x{factor}"
-                self.nodes.append(helper.make_node("Mul", [ints, self.const(f"{y}__factor{k}", np.int32(factor))],
-                                                   [scaled], name=f"{scaled}_mul"))
-                ints = scaled
-            parts.append(ints)
-        acc = parts[0]
-        for k, part in enumerate(parts[1:], 1):
-            self.nodes.append(helper.make_node("Add", [acc, part], [f"{y}__acc_sum{k}"], name=f"{y}__acc_sum{k}"))
-            acc = f"{y}__acc_sum{k}"
-        return self._int32_sum_as_float(acc, bias, q_bias, spatial, y), spatial
-
-    def _int32_sum_as_float(self, acc: str, bias: str | None, q_bias: np.ndarray | None, spatial: tuple[int, ...],
-                            y: str) -> str:
-        """The int32 sum ``acc`` plus the int32 bias, then ``float32(acc)``."""
-        if bias:
-            b = self.const(f"{bias}__int32", q_bias.astype(np.int32).reshape(-1, *spatial))
-            self.nodes.append(helper.make_node("Add", [acc, b], [f"{y}__accb"], name=f"{y}__bias"))
-            acc = f"{y}__accb"
-        self.nodes.append(helper.make_node("Cast", [acc], [f"{y}__acc_f"], to=onnx.TensorProto.FLOAT,
-                                           name=f"{y}__acc_to_float"))
-        return f"{y}__acc_f"
-
-    def _integer_accumulator(self, node: onnx.NodeProto, op_type: str, attrs: dict, weight: np.ndarray,
-                             zero_point: int, y: str) -> str:
-        """``Σ (q_x − z_x)·(q_w − z_w)`` as int32 by ConvInteger / MatMulInteger on uint8 weights."""
-        x = node.input[0]
-        stored = NUMPY_TYPES[self.params[node.input[1]].dtype]   # int8 or uint8, as the model stores it
-        unsigned, zero = _unsigned(weight.astype(stored), np.array([zero_point]))
-        _, xz = self.scale_zero(x)
-        w_name = self.const(f"{node.input[1]}__u8_{op_type.lower()}", np.ascontiguousarray(unsigned))
-        wz = self.const(f"{node.input[1]}__u8_zero", np.asarray(zero[0], np.uint8))
-        acc = f"{y}__acc_int"
-        integer_op = "ConvInteger" if op_type == "Conv" else "MatMulInteger"   # same attributes as the float op
-        self.nodes.append(helper.make_node(integer_op, [self.need_int(x), w_name, xz, wz], [acc],
-                                           name=f"{acc}_{integer_op.lower()}", **attrs))
-        return acc
-
-    def _centred(self, x: str) -> str:
-        """``q_x − z_x`` as float32 (exact): DequantizeLinear with scale 1."""
-        name = f"{x}__centred"
-        if name not in self._consts:
-            self._consts.add(name)
-            _, xz = self.scale_zero(x)
-            one = self.const(f"{name}_unit", np.float32(1.0))
-            self.nodes.append(helper.make_node("DequantizeLinear", [self.need_int(x), one, xz], [name],
-                                               name=f"{name}_dequantize", domain=self._qdq_domain(self.params[x].dtype)))
-        return name
 
     def _integer_layer(self, x: str, w: str, y: str, bias: str | None) -> bool:
         return self.is_8bit(x, y) and self._integer_weights(w, bias)
@@ -569,110 +497,23 @@ class _Lowering:
             return False
         return bias is None or (bias in self.records and self.records[bias]["dtype"] == "int32")
 
+    @register_lowering(annotate.QMATMUL)
     def _lower_qmatmul(self, node: onnx.NodeProto) -> None:
-        x, w, y, bias = _weighted_io(node)
+        x, w, y, bias = weighted_io(node)
         if self._lower_to_layer_float(node, out_axis=1):
             return None
         if not self._integer_layer(x, w, y, bias):
             return self._lower_qfloat(node)
-        weight = numpy_helper.to_array(self.inits[w])
-        w_params = self.params[w]
-        transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
-        if transposed:
-            weight = weight.T
-        columns = weight.shape[1]
-        weight, zero = _unsigned(weight, np.resize(w_params.zero_point.ravel(), columns))
-        w_name = self.const(f"{w}__u8kn", np.ascontiguousarray(weight))
-        wz = self.const(f"{w}__wz", zero)
-        multiplier = requant_multiplier(self.params[x].scale.ravel()[0], np.resize(w_params.scale.ravel(), columns),
-                                        self.params[y].scale.ravel()[0])
-        xs, xz = self.scale_zero(x)
-        acc = f"{y}__acc"
-        self.nodes.append(helper.make_node("MatMulInteger", [self.need_int(x), w_name, xz, wz], [acc],
-                                           name=node.name or acc))
-        if bias:
-            self.nodes.append(helper.make_node("Add", [acc, bias], [f"{y}__accb"], name=f"{y}__bias"))
-            acc = f"{y}__accb"
-        self._requantize(acc, multiplier, y)
+        self._matmul_integer(node)
         return None
 
+    @register_lowering(annotate.QMATMUL2)
     def _lower_qmatmul2(self, node: onnx.NodeProto) -> None:
         a, b, y = node.input[0], node.input[1], node.output[0]
         if not self.is_8bit(a, b, y):
             return self._lower_qfloat(node)
-        multiplier = requant_multiplier(self.params[a].scale.ravel()[0], self.params[b].scale.ravel()[:1],
-                                        self.params[y].scale.ravel()[0])[0]
-        _, az = self.scale_zero(a)
-        _, bz = self.scale_zero(b)
-        acc = f"{y}__acc"
-        self.nodes.append(helper.make_node("MatMulInteger", [self.need_int(a), self.need_int(b), az, bz], [acc],
-                                           name=node.name or acc))
-        self._requantize(acc, np.float32(multiplier), y)
+        self._matmul_integer2(node)
         return None
-
-    def _requantize(self, acc: str, multiplier: np.ndarray, y: str) -> None:
-        """``acc`` (int32, or float32 holding float32(acc)) → ``clamp(rne(float32(acc)·M) + z_y)``."""
-        _, yz = self.scale_zero(y)
-        one = self.const(f"{y}__one", np.float32(1.0))
-        m = self.const(f"{y}__m", np.asarray(multiplier, np.float32))
-        source = acc
-        if not acc.endswith("__acc_f"):   # int32: to float32 first
-            source = f"{acc}_f"
-            self.nodes.append(helper.make_node("Cast", [acc], [source], to=onnx.TensorProto.FLOAT, name=f"{acc}_cast"))
-        self.nodes += [helper.make_node("Mul", [source, m], [f"{acc}_m"], name=f"{acc}_scale"),
-                       helper.make_node("QuantizeLinear", [f"{acc}_m", one, yz], [self.set_int(y)],
-                                        name=f"{y}__requantize", domain=self._qdq_domain(self.params[y].dtype))]
-
-
-def _seven_bit_halves(weight: np.ndarray) -> np.ndarray:
-    """int8 weights ``w`` as ``[w >> 1, w − (w >> 1)]`` along the input channels, both in [−64, 64]:
-    with the input read twice, the same sums. Any pair of u8·s8 products is then at most
-    2·255·64 = 32640, so kernels that add pairs in 16 bits cannot saturate."""
-    high = np.right_shift(weight.astype(np.int16), 1)
-    return np.concatenate([high, weight.astype(np.int16) - high], axis=1).astype(np.int8)
-
-
-# onnxruntime's x86 kernels for uint8 activations × int8 weights add pairs of u8·s8 products in
-# 16-bit lanes (AVX2/AVX-512BW vpmaddubsw) and saturate when the weights use the full int8 range,
-# while the VNNI and ARM kernels do not: the same model gave different integers on different PCs.
-# Non-grouped Convs therefore get 7-bit weight halves (above; ~2x faster than the alternatives);
-# other integer layers get uint8 weights (+128, zero point +128): u8 × u8 kernels widen to 16 bits
-# before multiplying, exact on every CPU, about as fast as float32. s8 × s8 kernels are exact but
-# ~5x slower.
-_UNSIGNED_ZERO = 128
-
-
-def _unsigned(weight: np.ndarray, zero_point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """8-bit weights as uint8 with their zero points: int8 values move up by 128 (same differences)."""
-    if weight.dtype == np.uint8:
-        return weight, zero_point.astype(np.uint8)
-    return ((weight.astype(np.int16) + _UNSIGNED_ZERO).astype(np.uint8),
-            (zero_point.astype(np.int16) + _UNSIGNED_ZERO).astype(np.uint8))
-
-
-_FLOAT32_EXACT = 1 << 24   # every integer of smaller magnitude is a float32
-
-
-def _exact_float_pieces(weight: np.ndarray, x_reach: int, reduce_axes: tuple[int, ...],
-                        bias_abs: np.ndarray | None = None) -> list[tuple[int, np.ndarray]] | None:
-    """``[(factor, piece)]`` with ``weight = Σ factor·piece`` and every sum of products of a piece
-    with integers of magnitude ≤ ``x_reach`` below 2^24 (so exact in float32), or None. A single
-    piece also leaves room for the bias (added inside the float32 op)."""
-    def reach(piece: np.ndarray) -> np.ndarray:
-        return np.abs(piece).sum(axis=reduce_axes).ravel() * x_reach
-    whole = reach(weight) + (bias_abs if bias_abs is not None else 0)
-    if whole.max(initial=0) < _FLOAT32_EXACT:
-        return [(1, weight)]
-    high = np.floor_divide(weight, 16)
-    low = weight - 16 * high
-    fits = all(reach(p).max(initial=0) < _FLOAT32_EXACT for p in (high, low))
-    return [(16, high), (1, low)] if fits else None
-
-
-def _weighted_io(node: onnx.NodeProto) -> tuple[str, str, str, str | None]:
-    """(input, weight, output, bias or None) of a Conv/ConvTranspose/MatMul/Gemm."""
-    bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
-    return node.input[0], node.input[1], node.output[0], bias
 
 
 def _outer_references_of(node: onnx.NodeProto) -> set[str]:

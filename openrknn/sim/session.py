@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
+from onnx.utils import Extractor
 
 from openrknn.errors import InferenceInputError
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, RKNNModel, TensorSpec
@@ -175,7 +176,5 @@ def _pass_through_inputs(graph: onnx.ModelProto, model: RKNNModel) -> dict[str, 
 
 def _without_preprocess(graph: onnx.ModelProto, feeds: dict[str, str]) -> onnx.ModelProto:
     """The executable graph fed after normalisation (``inputs_pass_through``)."""
-    from onnx.utils import Extractor
-
     graph = onnx.shape_inference.infer_shapes(graph)
     return Extractor(graph).extract_model(list(feeds.values()), [o.name for o in graph.graph.output])

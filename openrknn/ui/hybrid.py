@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from openrknn.report.svg import esc
-
 from openrknn import log
+from openrknn.analysis.tradeoff import TradeoffPoint
+from openrknn.compile import build_model
 from openrknn.errors import RKNNError
+from openrknn.quant.overrides import QuantOverrides
+from openrknn.report.svg import esc
+from openrknn.report.tradeoff import tradeoff_svg
 
 
 def rebuild_with_float_layers(rknn: Any, dataset: str, layers: Sequence[str]) -> int:
     """Quantize ``rknn``'s loaded model again, ``layers`` (node names) in float16; 0 or -1 like the API."""
-    from openrknn.compile import build_model
-    from openrknn.quant.overrides import QuantOverrides
     if rknn._source is None:
         log.error("hybrid: the source model is not loaded (a loaded .rknn cannot be re-quantized)")
         return -1
@@ -37,8 +38,6 @@ def auto_hybrid_section(facts: dict[str, Any] | None) -> str:
     build against the choice. Empty when the model was not built with auto_hybrid."""
     if not facts:
         return ""
-    from openrknn.analysis.tradeoff import TradeoffPoint
-    from openrknn.report.tradeoff import tradeoff_svg
     platform = facts.get("platform", "")
     before, after = (facts.get("time_us") or [0.0, 0.0])[:2]
     fps = [round(1e6 / t, 1) if t else 0.0 for t in (before, after)]

@@ -7,13 +7,18 @@ from typing import Any
 from urllib.parse import quote
 
 from openrknn import chips
+from openrknn.analysis.accuracy import AnalysisResult, LayerError
 from openrknn.graph.layer_index import count_layers
+from openrknn.profile.cost_table import cost_table
+from openrknn.profile.layers import build_layers
+from openrknn.profile.limits import check_model
 from openrknn.quant.settings import QUANT_ALGORITHMS, QUANT_METHODS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES
 from openrknn.report.graph_svg import layer_graph_svg, legend
 from openrknn.report.page import page, table
 from openrknn.report.svg import esc, histograms
 from openrknn.report.writers import accuracy_body, cos_text, memory_body, perf_body
 from openrknn.ui.forms import CONFIG_FIELDS, form_text
+from openrknn.ui.hybrid import auto_hybrid_section
 from openrknn.ui.workbench import FRONTENDS, Workbench
 
 PAGES = (("/", "Model"), ("/config", "Config & build"), ("/job", "Progress"), ("/graph", "Layer graph"),
@@ -135,8 +140,6 @@ def graph_page(bench: Workbench) -> str:
     model = bench.model
     if model is None:
         return frame(bench, "/graph", "Layer graph", "<p>Build the model first (Config & build).</p>")
-    from openrknn.profile.cost_table import cost_table
-    from openrknn.profile.layers import build_layers   # the same list profile.layers.layer_count counts
     chip = chips.get_chip(model.platforms[0])
     layers = build_layers(model, cost_table(chip), float_on_npu=chip.float_on_npu)
     targets = {t: sum(1 for layer in layers if layer.target == t) for t in ("NPU", "CPU")}
@@ -146,7 +149,6 @@ def graph_page(bench: Workbench) -> str:
             f'NPU {targets["NPU"]}, CPU {targets["CPU"]}</p>{legend()}'
             '<p><button onclick="zoom(1.25)">zoom in</button> <button onclick="zoom(0.8)">zoom out</button></p>'
             f'<div class="scroll">{layer_graph_svg(layers)}</div>{ZOOM}')
-    from openrknn.profile.limits import check_model   # layers outside the chip's NPU limits (issue 32)
     findings = check_model(model).findings
     if findings:
         body += ('<h3>NPU limits (Rockchip operator list)</h3><ul id="npu-limits">'
@@ -174,7 +176,6 @@ def accuracy_page(bench: Workbench, layer: str | None) -> str:
                "Run accuracy_analysis", errors, multipart=True)
     if not bench.analysis_dir:
         return frame(bench, "/accuracy", "Accuracy analysis", run)
-    from openrknn.analysis.accuracy import AnalysisResult, LayerError
     result = AnalysisResult(rows=[LayerError(**row) for row in bench.analysis_rows()])
     body = run + '<p><a href="/files/analysis/error_analysis.html">error_analysis.html</a> (the report file)</p>'
     if layer:
@@ -224,7 +225,6 @@ def hybrid_page(bench: Workbench) -> str:
     body = form("/hybrid", f'<p class="hint" id="float-layers">{esc(hint)}</p>{_error(errors, "layers")}'
                 f"<table><tr><th>float16</th><th>layer</th><th>op</th><th>single cos</th></tr>{rows}</table>",
                 "Rebuild", errors)
-    from openrknn.ui.hybrid import auto_hybrid_section
     body += auto_hybrid_section((bench.model.metadata or {}).get("auto_hybrid") if bench.model is not None else None)
     return frame(bench, "/hybrid", "Hybrid", body)
 

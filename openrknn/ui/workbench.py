@@ -13,10 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from openrknn import frontends, log
+from openrknn import chips, frontends, log, profile
+from openrknn.api.rknn import RKNN
+from openrknn.graph.input_files import read_input
+from openrknn.graph.layer_index import layer_of_node, node_of_layer, npu_layer_table
 from openrknn.graph.rknn_model import LAYOUT_NCHW
 from openrknn.quant.dataset import IMAGE_EXTENSIONS
+from openrknn.report import memory_html, perf_html, write_html
 from openrknn.ui.forms import CONFIG_FIELDS, field_of
+from openrknn.ui.hybrid import rebuild_with_float_layers
 from openrknn.ui.jobs import Job, JobRunner, collect_log, errors_in
 
 # framework -> (what the model file is, the second file or None): the Model page's choices and hints
@@ -77,7 +82,6 @@ class Workbench:
     # ------------------------------------------------------------------ model + config
     def _load(self, choice: ModelChoice, config: dict[str, Any]) -> tuple[Any, dict[str, str]]:
         """A new ``RKNN`` with ``config`` applied and the model loaded; errors by field."""
-        from openrknn.api.rknn import RKNN
         rknn = RKNN(verbose=False)
         lines: list[str] = []
         with collect_log(lines):
@@ -237,8 +241,6 @@ class Workbench:
 
     def start_perf(self, chip_names: list[str]) -> Job | dict[str, str]:
         """eval_perf on each chosen chip (side by side) and eval_memory on the model's platform."""
-        from openrknn import chips, profile
-        from openrknn.report import memory_html, perf_html, write_html
         model = self.model
         if model is None:
             return self._fail("perf", {"chips": "build the model first"})
@@ -264,7 +266,6 @@ class Workbench:
     def hybrid_candidates(self) -> list[tuple[str, str, str]]:
         """``(layer name, op type, stored tensor)`` of the NPU layers that can stay in float16 — named as
         the Accuracy page and the hybrid cfg name them (``graph/layer_index``)."""
-        from openrknn.graph.layer_index import npu_layer_table
         model = self.model
         if model is None or model.golden is None:
             return []
@@ -272,7 +273,6 @@ class Workbench:
 
     def float_layers(self) -> list[str]:
         """The layers in float16 now, by layer name (the build records node names)."""
-        from openrknn.graph.layer_index import layer_of_node
         model = self.model
         if model is None:
             return []
@@ -281,11 +281,9 @@ class Workbench:
 
     def start_hybrid(self, layers: list[str]) -> Job | dict[str, str]:
         """Rebuild quantized with ``layers`` kept in float16 (the hybrid quantization mechanism)."""
-        from openrknn.ui.hybrid import rebuild_with_float_layers
         if self.model is None or not self.build_options.get("listing"):
             return self._fail("hybrid", {"layers": "build the model quantized (with a dataset) first"})
 
-        from openrknn.graph.layer_index import node_of_layer
         nodes = node_of_layer(self.model.graph.graph)
         chosen = [nodes.get(layer, layer) for layer in layers]   # hybrid settings take node names
 
@@ -301,7 +299,6 @@ class Workbench:
 
     def start_inference(self, image: str) -> Job | dict[str, str]:
         """Run the simulator on one input file; the page shows each output and a top-5."""
-        from openrknn.graph.input_files import read_input
         model = self.model
         if model is None:
             return self._fail("inference", {"image": "build the model first"})

@@ -14,6 +14,8 @@ from openrknn.errors import NotSupportedError
 from openrknn.export.tflite.convert import LayerRow, build_graph, build_layer_graph
 from openrknn.export.tflite.flatbuffer import serialize
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.model_file.container import write_atomic
+from openrknn.quant.settings import resolve_alias
 
 __all__ = ["export_tflite", "tflite_bytes", "format_report", "build_layer_graph", "serialize", "LayerRow"]
 
@@ -35,7 +37,7 @@ def tflite_bytes(model: RKNNModel, float_io: bool = True) -> tuple[bytes, list[L
         UnsupportedOpError: a layer has no TFLite form (the message names the op).
     """
     _require_packages()
-    if model.quantized_dtype not in ("w8a8", "asymmetric_quantized-8"):
+    if resolve_alias(model.quantized_dtype or "") != "w8a8":
         raise NotSupportedError(f"export_tflite needs a model built with do_quantization=True and "
                                 f"quantized_dtype='w8a8' (this one is {model.quantized_dtype or model.float_dtype}): "
                                 "TFLite's integer kernels and Teflon take int8")
@@ -60,7 +62,6 @@ def export_tflite(model: RKNNModel, path: str, float_io: bool = True, report_pat
                   quiet: bool = False) -> list[dict[str, str]]:
     """Write ``model`` as ``path`` (atomic) and return the report (one dict per layer); the report is
     printed and, with ``report_path``, written as JSON."""
-    from openrknn.model_file.container import write_atomic
     data, rows = tflite_bytes(model, float_io)
     per_channel = [n for n, r in model.quant_params.items() if r["dtype"] == "int8" and len(r["scale"]) > 1]
     if per_channel:

@@ -6,10 +6,11 @@ from typing import Any, Callable
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from openrknn.errors import NotSupportedError
 from openrknn.export.tflite import layout
+from openrknn.export.tflite.flatbuffer import Quant
 from openrknn.quant import annotate
 
 
@@ -86,7 +87,6 @@ def clip(ex, node: onnx.NodeProto) -> None:
 
 
 def _as_tensor(array: np.ndarray) -> onnx.TensorProto:
-    from onnx import numpy_helper
     return numpy_helper.from_array(array)
 
 
@@ -588,7 +588,6 @@ def staged_quant(ex, node: onnx.NodeProto, data: list[str]):
     QUANTIZE to the model's parameters (None: keep the float steps): the input's for kernels
     that keep the input's parameters, the fixed ones of LOGISTIC/SOFTMAX/TANH. Rounding kernels
     only when that grid is at least as fine as the output's (then at most one extra step)."""
-    from openrknn.export.tflite.flatbuffer import Quant
     op, y = node.op_type, node.output[0]
     if len([o for o in node.output if o]) != 1:
         return None

@@ -15,6 +15,7 @@ import onnx
 from openrknn.export.tflite import layout
 from openrknn.export.tflite.flatbuffer import Quant
 from openrknn.export.tflite.ranges import closure_model
+from openrknn.sim.session import make_session
 
 # ONNX ops computed value by value (a constant operand may broadcast along the channels)
 ELEMENTWISE = frozenset({"Relu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Mul", "Add", "Sub", "Div", "PRelu",
@@ -56,7 +57,6 @@ def _channel_axis(value: np.ndarray, rank: int) -> int | None:
 
 def table(ex, nodes: list[onnx.NodeProto], start: str, out: str, constants: list[str]) -> np.ndarray:
     """``[channels, 256]`` int8: the stored ``out`` for each int8 value of ``start`` (per channel)."""
-    from openrknn.sim.session import make_session
     rank = ex.rank(start)
     channels = ex.shapes[start][1] if any(ex.inits[c].size > 1 for c in constants) else 1
     q_in, q_out = ex.params[start], ex.params[out]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 _GRID = 20001
 
@@ -32,7 +33,6 @@ def intermediate_range(ex, group, tensor: str) -> tuple[float, float]:
 
 
 def _inverse_range(ex, nodes: list[onnx.NodeProto], tensor: str, group) -> tuple[float, float]:
-    from onnx.reference import ReferenceEvaluator
     exit_name = group.outputs[-1]
     params = ex.params[exit_name]
     out_lo, out_hi = param_range(params)

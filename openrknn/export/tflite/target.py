@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import copy
 
+from openrknn.errors import NotSupportedError
+from openrknn.export.tflite.convert import Exporter
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.quant.settings import resolve_alias
 
 # RKNNModel.metadata key read by the simulator's lowering: the precision float layers run in.
 FLOAT_LAYERS_KEY = "float_layers_dtype"
@@ -35,9 +38,7 @@ def as_exported(model: RKNNModel) -> RKNNModel:
     Raises:
         NotSupportedError / UnsupportedOpError: the model cannot be exported (as ``export_tflite``).
     """
-    from openrknn.errors import NotSupportedError
-    from openrknn.export.tflite.convert import Exporter
-    if model.quantized_dtype not in ("w8a8", "asymmetric_quantized-8"):
+    if resolve_alias(model.quantized_dtype or "") != "w8a8":
         raise NotSupportedError("simulate='tflite' needs a model built with do_quantization=True and "
                                 "quantized_dtype='w8a8' (what export_tflite writes)")
     exporter = Exporter(model)

@@ -12,6 +12,9 @@ from openrknn.export.tflite.convert import Exporter
 from openrknn.export.tflite.flatbuffer import serialize
 from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
+from openrknn.sim.fp16 import FLOAT16_SUFFIX
+from openrknn.sim.quantized import INT_SUFFIX, lower_quantized, tensor_of_form
+from openrknn.sim.session import make_session
 
 
 # A float layer's outputs agree when |LiteRT − simulator| ≤ FLOAT_TOLERANCE · max(|simulator|) beyond
@@ -45,12 +48,10 @@ def simulator_tensors(model: RKNNModel, feeds: dict[str, np.ndarray]
                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(int8 tensors, stored float tensors) of one simulator run: the float ones are what float
     layers store (float16 values, as float32) and the graph's float inputs."""
-    from openrknn.sim.quantized import lower_quantized
-    from openrknn.sim.session import make_session
     lowered = lower_quantized(model)
     produced = {o for n in lowered.graph.node for o in n.output}
     declared = {o.name for o in lowered.graph.output}
-    names = {o for o in produced if o.endswith("__q") or o.endswith("__fp16")}
+    names = {o for o in produced if o.endswith((INT_SUFFIX, FLOAT16_SUFFIX))}
     for name in sorted(names - declared):
         lowered.graph.output.append(onnx.ValueInfoProto(name=name))
     session = make_session(lowered)
@@ -58,14 +59,14 @@ def simulator_tensors(model: RKNNModel, feeds: dict[str, np.ndarray]
     values = dict(zip(wanted, session.run(wanted, feeds)))
     integers, floats = {}, dict(feeds)
     for name, value in values.items():
-        if name.endswith("__q"):
-            tensor = name[:-3]
+        tensor = tensor_of_form(name, INT_SUFFIX)
+        if tensor is not None:
             record = model.quant_params.get(tensor)
             if record is None or record["dtype"] != "int8":
                 continue
             integers[tensor] = (value.astype(np.int16) - 128).astype(np.int8) if value.dtype == np.uint8 else value
         else:
-            floats[name[:-6] if name.endswith("__fp16") else name] = np.asarray(value, np.float32)
+            floats[tensor_of_form(name, FLOAT16_SUFFIX) or name] = np.asarray(value, np.float32)
     return integers, floats
 
 

@@ -24,13 +24,13 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 
 from openrknn import log
 from openrknn.errors import ModelLoadError, UnsupportedOpError
-from openrknn.frontends import FRONTEND_OPSET, SourceModel
+from openrknn.frontends import FRONTEND_OPSET, SourceModel, require_file
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_custom_ops
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED
-from openrknn.frontends import require_file
 
 _INSTALL_HINT = "load_pytorch needs PyTorch: pip install 'openrknn[torch]'"
 _CHECK_COSINE = 0.9999
@@ -255,8 +255,6 @@ def _custom_symbolic(op_type: str) -> Any:
 def _compare(proto: onnx.ModelProto, example: tuple[Any, ...], reference: list[Any], out_names: list[str],
              path: str) -> None:
     """Run the exported graph once and warn about outputs that differ from TorchScript's."""
-    import onnxruntime as ort
-
     try:
         session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
         feeds = {i.name: t.numpy() for i, t in zip(session.get_inputs(), example)}

@@ -18,16 +18,16 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
+from google.protobuf import text_format
 
 from openrknn import log
 from openrknn.errors import ModelLoadError, UnsupportedOpError
-from openrknn.frontends import SourceModel
+from openrknn.frontends import SourceModel, require_file
 from openrknn.frontends.onnx_builder import GraphBuilder
 from openrknn.frontends.tensorflow.context import Context, Value, tensor_key
 from openrknn.frontends.tensorflow.ops import CONVERTERS
 from openrknn.frontends.tensorflow.schema import GraphDef, numpy_to_tensor, tensor_to_numpy
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, LAYOUT_UNDEFINED
-from openrknn.frontends import require_file
 
 _VARIABLE_OPS = frozenset({"VariableV2", "Variable", "VarHandleOp", "ReadVariableOp", "Assign", "AssignVariableOp"})
 
@@ -116,8 +116,6 @@ def _plausible(graph: Any) -> bool:
 
 def _parse_text(data: bytes, path: str, binary_error: Exception | None) -> Any:
     """Read a text-format GraphDef (``.pbtxt``); a failure reports the binary parse error."""
-    from google.protobuf import text_format
-
     try:
         return text_format.Parse(data.decode("utf-8"), GraphDef())
     except Exception as e:  # text_format raises ParseError, UnicodeDecodeError...

@@ -33,6 +33,9 @@ from onnx import TensorProto, helper
 from openrknn import log
 from openrknn.errors import ModelLoadError, UnsupportedOpError
 from openrknn.frontends import FRONTEND_OPSET, SourceModel
+from openrknn.frontends.tflite import conv, custom, elementwise, pool, quant, shape, spatial  # noqa: F401  (registration)
+from openrknn.frontends.tflite.context import CONVERTERS, NATIVE, NCHW, Context
+from openrknn.frontends.tflite.reader import read_tflite
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry
 
 __all__ = ["load_tflite"]
@@ -59,9 +62,6 @@ def load_tflite(model: str, input_is_nchw: bool = False, custom_ops: CustomOpReg
         import tflite  # noqa: F401  (the schema bindings the reader uses)
     except ImportError as e:
         raise ModelLoadError("load_tflite needs the TFLite schema bindings: pip install 'openrknn[tflite]'") from e
-    from openrknn.frontends.tflite import conv, custom, elementwise, pool, quant, shape, spatial  # noqa: F401
-    from openrknn.frontends.tflite.context import CONVERTERS, NATIVE, NCHW, Context
-    from openrknn.frontends.tflite.reader import read_tflite
 
     graph = read_tflite(model)
     if graph.extra_subgraphs:

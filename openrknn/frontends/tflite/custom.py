@@ -8,12 +8,14 @@ or numeric-list entry. The registered class's ``compute(node, inputs)`` runs it 
 """
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from onnx import TensorProto, helper
 
 from openrknn.errors import UnsupportedOpError
 from openrknn.frontends.tflite.context import NATIVE, Context, converter
+from openrknn.frontends.tflite.conv import emit_transpose_conv
 from openrknn.frontends.tflite.reader import Operator
 from openrknn.graph.custom_ops import CUSTOM_DOMAIN
 
@@ -44,9 +46,6 @@ def _transpose_conv_bias(ctx: Context, op: Operator) -> None:
     """MediaPipe's ``Convolution2DTransposeBias`` (selfie segmentation, ...): TRANSPOSE_CONV with a
     bias; its options are the raw C struct ``TfLiteTransposeConvParams`` {padding (1 SAME, 2 VALID),
     stride_width, stride_height} as three little-endian int32."""
-    import struct
-
-    from openrknn.frontends.tflite.conv import emit_transpose_conv
     options = bytes(op.custom_options)
     if len(options) < 12 or len(op.inputs) < 3:
         raise UnsupportedOpError("Convolution2DTransposeBias", ctx.op_label(op), "TFLite",

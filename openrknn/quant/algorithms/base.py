@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from openrknn.errors import ConfigError
 from openrknn.quant.observer import TensorStats
 
 
@@ -56,7 +57,6 @@ def register_algorithm(cls: type[CalibrationAlgorithm]) -> type[CalibrationAlgor
 
 def get_algorithm(name: str) -> CalibrationAlgorithm:
     """A new instance of the algorithm registered as ``name``."""
-    from openrknn.errors import ConfigError
     if name not in _REGISTRY:
         raise ConfigError(f"quantized_algorithm '{name}' is not valid; choose one of {sorted(_REGISTRY)}")
     return _REGISTRY[name]()
