@@ -8,7 +8,7 @@ For an NPU layer on a chip with cost table ``T`` (all per NPU core, see ``docs/p
     RW bytes     = Σ input tensors + weights + Σ output tensors     (4-D activations in NC1HWC2, C padded to C2)
     DDRCycles    = RW bytes · f_le / (DDR bytes per NPU cycle · ddr_efficiency)
     MaxCycles    = max(NPUCycles, DDRCycles)
-    Time(us)     = MaxCycles / f_npu[MHz] + layer_overhead_us
+    Time(us)     = (MaxCycles + LUT elements · activation_cycles_per_element) / f_npu[MHz] + layer_overhead_us
     MacUsage(%)  = 100 · MACs / (Time · f_npu · MACs per cycle[dtype] · cores used)
 
 where ``⌈x⌉_a`` rounds ``x`` up to a multiple of the chip's channel alignment ``a`` (seed 002
@@ -118,6 +118,41 @@ def _split(layer: Layer, cost: CostTable, cores: tuple[int, ...], single_cycles:
     return 1
 
 
+# Activations the NPU evaluates through its lookup table (one extra pass over the output), unlike the
+# saturating and piecewise-linear ones (Relu, Clip, LeakyRelu, PRelu) the convolution output stage applies.
+# Matched on the printed OpType's ending (``ConvExSwish``, ``ConvSigmoid``, ``HardSwish``, ...).
+_LUT_ACTIVATIONS = ("Swish", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Gelu", "Mish", "Elu", "Selu",
+                    "Softplus")
+
+
+def lut_elements(layer: Layer) -> float:
+    """Output elements of a layer whose activation goes through the NPU's lookup table (0 otherwise)."""
+    if layer.target != "NPU" or not layer.op_type.endswith(_LUT_ACTIVATIONS):
+        return 0.0
+    return float(sum(t.elements for t in layer.outputs))
+
+
+@dataclass(frozen=True)
+class LayerFeatures:
+    """What the cost of one single-core NPU layer depends on, before the chip's fitted constants apply
+    (``bench/perf_fit.py`` caches these per layer and fits the constants on them)."""
+
+    padded_macs: float      # MACs the array executes (0 for layers without MACs)
+    depthwise: bool
+    rate_class: str         # 'int8' / 'int16' / 'float16': the MAC rate row
+    rw_bytes: float         # bytes read and written in DDR
+    low_efficiency: bool    # an op of table 8-5, alone
+    lut_elements: float     # output elements through the activation lookup table
+
+
+def layer_features(layer: Layer, cost: CostTable, graph_inputs: set[str] | None = None) -> LayerFeatures:
+    """The :class:`LayerFeatures` of an NPU layer."""
+    macs = padded_macs(layer, cost) if layer.conv is not None else 0.0
+    return LayerFeatures(macs, bool(layer.conv is not None and layer.conv.depthwise),
+                         cost.rate(compute_dtype(layer)), _rw_bytes(layer, cost, graph_inputs or set()),
+                         bool(layer.low_efficiency), lut_elements(layer))
+
+
 def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
                graph_inputs: set[str] | None = None) -> LayerCost:
     """Cost of ``layer`` when the cores in ``cores`` (indices) are enabled.
@@ -149,7 +184,8 @@ def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
     if n > 1:
         npu /= n
         ddr /= min(float(n), 1.0 / cost.ddr_efficiency)    # more ports, same DDR: at most its peak
-    time = max(ddr, npu) / cost.npu_freq_mhz + cost.layer_overhead_us
+    lut = lut_elements(layer) * cost.activation_cycles_per_element / n
+    time = (max(ddr, npu) + lut) / cost.npu_freq_mhz + cost.layer_overhead_us
     usage = None
     if layer.conv is not None and layer.macs:
         peak = cost.macs(compute_dtype(layer), depthwise=False) * n
