@@ -8,7 +8,8 @@ For an NPU layer on a chip with cost table ``T`` (all per NPU core, see ``docs/p
     RW bytes     = Σ input tensors + weights + Σ output tensors     (4-D activations in NC1HWC2, C padded to C2)
     DDRCycles    = RW bytes · f_le / (DDR bytes per NPU cycle · ddr_efficiency)
     MaxCycles    = max(NPUCycles, DDRCycles)
-    Time(us)     = (MaxCycles + LUT elements · activation_cycles_per_element) / f_npu[MHz] + layer_overhead_us
+    Time(us)     = (MaxCycles + ddr_overlap_loss · min(NPUCycles, DDRCycles)
+                    + LUT elements · activation_cycles_per_element) / f_npu[MHz] + layer_overhead_us
     MacUsage(%)  = 100 · MACs / (Time · f_npu · MACs per cycle[dtype] · cores used)
 
 where ``⌈x⌉_a`` rounds ``x`` up to a multiple of the chip's channel alignment ``a`` (seed 002
@@ -185,7 +186,7 @@ def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
         npu /= n
         ddr /= min(float(n), 1.0 / cost.ddr_efficiency)    # more ports, same DDR: at most its peak
     lut = lut_elements(layer) * cost.activation_cycles_per_element / n
-    time = (max(ddr, npu) + lut) / cost.npu_freq_mhz + cost.layer_overhead_us
+    time = (max(ddr, npu) + cost.ddr_overlap_loss * min(ddr, npu) + lut) / cost.npu_freq_mhz + cost.layer_overhead_us
     usage = None
     if layer.conv is not None and layer.macs:
         peak = cost.macs(compute_dtype(layer), depthwise=False) * n

@@ -78,6 +78,7 @@ class CostTable:
     per_layer_perf: bool
     memory: MemoryCost
     width_align: int = 1
+    ddr_overlap_loss: float = 0.0   # share of the shorter of DDR and MAC cycles that does not overlap the longer
     activation_cycles_per_element: float = 0.0   # lookup-table activations (SiLU, Sigmoid, ...): NPU cycles per output element
 
     @property
@@ -134,6 +135,7 @@ def _parse(chip: Chip) -> CostTable:
             memory=MemoryCost(**_need(raw, "memory", name)),
             width_align=int(raw.get("width_align", 1)),
             activation_cycles_per_element=float(raw.get("activation_cycles_per_element", 0.0)),
+            ddr_overlap_loss=float(raw.get("ddr_overlap_loss", 0.0)),
         )
     except (TypeError, KeyError, ValueError) as e:
         raise ConfigError(f"chip table {name}.yaml: malformed cost section ({e}); see docs/performance-model.md") from e

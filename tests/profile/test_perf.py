@@ -9,7 +9,7 @@ from openrknn.chips import get_chip
 from openrknn.errors import ConfigError
 from openrknn.api.common import NPUCoreMask
 from openrknn.profile import estimate_perf
-from openrknn.profile.calibration import CALIBRATION_POINTS, CALIBRATION_TOLERANCE, predict, with_cost
+from openrknn.profile.calibration import BOARD_TOLERANCE, CALIBRATION_POINTS, predict, with_cost
 from openrknn.profile.cost_model import padded_macs
 from openrknn.profile.cost_table import cost_table
 from openrknn.profile.layers import ConvGeometry, Layer, TensorInfo
@@ -29,8 +29,10 @@ def total(onnx_model, chip="rk3588", dtype="w8a8", mask=NPUCoreMask.NPU_CORE_AUT
 
 
 @pytest.mark.parametrize("point", CALIBRATION_POINTS, ids=lambda p: f"{p.chip}-{p.network}")
-def test_calibration_figures_reproduced(point):
-    assert abs(predict(point) / point.total_us - 1) <= CALIBRATION_TOLERANCE
+def test_published_board_fps_within_band(point):
+    """The reference MobileNetV2 / ResNet50 stay within the band of Rockchip's published FPS that the
+    fitted chip data reach (bench/perf_fit.py; docs/performance-model.md §5)."""
+    assert abs(point.total_us / predict(point) - 1) <= BOARD_TOLERANCE
 
 
 def test_time_grows_with_macs():
