@@ -98,7 +98,7 @@ def ensure_models(shared: Path) -> None:
 # Sources the cached features do not depend on: the time formula and its constants (fitted here),
 # the printing, the memory estimate, the UI. Anything else (loaders, graph passes, the layer record,
 # quantization, the layer list) invalidates the cache.
-FEATURES_VERSION = "2"   # bump when build_features writes other fields
+FEATURES_VERSION = "3"   # bump when build_features writes other fields
 _NOT_FEATURES = ("openrknn/profile/cost_model.py", "openrknn/profile/cost_table.py", "openrknn/profile/perf.py",
                  "openrknn/profile/perf_format.py", "openrknn/profile/calibration.py", "openrknn/profile/memory",
                  "openrknn/ui/", "openrknn/cli/", "openrknn/capi/", "openrknn/evaluation/", "openrknn/codegen/")
@@ -155,7 +155,9 @@ def build_features(model: str, chip_name: str, quantize: bool) -> list[dict]:
         row = {"op": layer.op_type, "dtype": layer.dtype, "target": layer.target}
         if layer.target == "NPU":
             f = layer_features(layer, table, inputs)
-            row.update(macs=f.padded_macs, dw=f.depthwise, rate=f.rate_class, rw=f.rw_bytes, le=f.low_efficiency,
+            # the activations' bytes: the fit adds the weights' (read weight_reads times)
+            row.update(macs=f.padded_macs, dw=f.depthwise, rate=f.rate_class, rw=f.rw_bytes - f.weight_bytes * table.weight_reads,
+                       wbytes=f.weight_bytes, le=f.low_efficiency,
                        lut=f.lut_elements)
         else:   # the CPU time again, in parts: the fit scales the fallback ops' element rate
             row["cpu_us"] = cpu_time_us(layer, table)
@@ -195,7 +197,9 @@ class Rows:
     dw: np.ndarray
     fp16: np.ndarray
     rw: np.ndarray
+    wbytes: np.ndarray
     le: np.ndarray
+    concat: np.ndarray
     lut: np.ndarray
     io_us: float            # input/output operators (CPU copies; not fitted)
     cpu_ops: int            # fallback ops on the CPU: count, elements, MACs
@@ -207,7 +211,8 @@ class Rows:
         npu = [r for r in layers if r["target"] == "NPU"]
         col = lambda key, f=float: np.array([f(r[key]) for r in npu])   # noqa: E731
         return cls(model, family, published, col("macs"), col("dw", bool),
-                   np.array([r["rate"] == "float16" for r in npu]), col("rw"), col("le", bool), col("lut"),
+                   np.array([r["rate"] == "float16" for r in npu]), col("rw"), col("wbytes"), col("le", bool),
+                   np.array([r["op"] == "Concat" for r in npu]), col("lut"),
                    sum(r["cpu_us"] for r in layers if r["target"] != "NPU" and r["io"]),
                    sum(1 for r in layers if r["target"] != "NPU" and not r["io"]),
                    sum(r["elements"] for r in layers if r["target"] != "NPU" and not r["io"]),
@@ -216,7 +221,7 @@ class Rows:
 
 # Fitted constants: name -> (YAML field, lower bound, upper bound).
 PARAMS = {
-    "ddr_efficiency": (0.05, 1.5),
+    "ddr_efficiency": (0.05, 1.0),
     "layer_overhead_us": (0.5, 60.0),
     "dw_macs_per_cycle": (4.0, 2048.0),
     "activation_cycles_per_element": (0.001, 8.0),
@@ -225,9 +230,12 @@ PARAMS = {
     "low_efficiency_factor": (1.0, 20.0),
     "ddr_overlap_loss": (0.001, 1.0),
     "cpu_elements_per_us": (5.0, 20000.0),
+    "weight_reads": (1.0, 64.0),
+    "concat_factor": (0.01, 20.0),
 }
+FIXED: dict[str, float] = {}
 FREE = ["ddr_efficiency", "layer_overhead_us", "dw_macs_per_cycle", "activation_cycles_per_element",
-        "low_efficiency_factor", "ddr_overlap_loss", "cpu_elements_per_us"]
+        "low_efficiency_factor", "ddr_overlap_loss", "cpu_elements_per_us", "weight_reads", "concat_factor"]
 
 
 class ChipModel:
@@ -246,20 +254,25 @@ class ChipModel:
             self.free.append("fp16_macs_per_cycle")
 
     def current(self) -> dict[str, float]:
+        return {**self._current(), **FIXED}
+
+    def _current(self) -> dict[str, float]:
         t = self.table
         return {"ddr_efficiency": t.ddr_efficiency, "layer_overhead_us": t.layer_overhead_us,
                 "dw_macs_per_cycle": t.dw_macs_per_cycle["int8"], "mac_efficiency": t.mac_efficiency,
                 "activation_cycles_per_element": t.activation_cycles_per_element,
                 "fp16_macs_per_cycle": t.macs_per_cycle["float16"], "low_efficiency_factor": t.low_efficiency_factor,
-                "ddr_overlap_loss": t.ddr_overlap_loss, "cpu_elements_per_us": t.cpu.elements_per_us}
+                "ddr_overlap_loss": t.ddr_overlap_loss, "cpu_elements_per_us": t.cpu.elements_per_us,
+                "weight_reads": t.weight_reads, "concat_factor": t.concat_factor}
 
     def fps(self, rows: Rows, p: dict[str, float]) -> float:
         t = self.table
         rate = np.where(rows.dw, np.where(rows.fp16, p["dw_macs_per_cycle"] / 2, p["dw_macs_per_cycle"]),
                         np.where(rows.fp16, p["fp16_macs_per_cycle"], t.macs_per_cycle["int8"]))
-        factor = np.where(rows.le, p["low_efficiency_factor"], 1.0)
+        concat = p["concat_factor"] or p["low_efficiency_factor"]   # 0: a Concat is one of the table 8-5 ops
+        factor = np.where(rows.le, np.where(rows.concat, concat, p["low_efficiency_factor"]), 1.0)
         npu = rows.macs / (rate * p["mac_efficiency"]) * factor
-        ddr = rows.rw * factor / (t.ddr_bytes_per_npu_cycle * p["ddr_efficiency"])
+        ddr = (rows.rw + rows.wbytes * p["weight_reads"]) * factor / (t.ddr_bytes_per_npu_cycle * p["ddr_efficiency"])
         cycles = np.maximum(npu, ddr) + p["ddr_overlap_loss"] * np.minimum(npu, ddr) \
             + rows.lut * p["activation_cycles_per_element"]
         cpu = rows.cpu_ops * t.cpu.op_overhead_us + rows.cpu_elements / p["cpu_elements_per_us"] \
@@ -272,7 +285,9 @@ class ChipModel:
         base = self.current()
         free = [k for k in self.free if k != "fp16_macs_per_cycle" or any(r.fp16.any() for r in data)]
         lo = np.log([PARAMS[k][0] for k in free])
-        hi = np.log([PARAMS[k][1] for k in free])
+        # float16 MACs: at most half the int8 rate (chips.md: float16 runs at 1/4-1/2 of int8)
+        hi = np.log([self.table.macs_per_cycle["int8"] / 2 if k == "fp16_macs_per_cycle" else PARAMS[k][1]
+                     for k in free])
 
         def params(x):
             return {**base, **dict(zip(free, np.exp(x)))}
@@ -406,7 +421,9 @@ def write_constants(chip: str, p: dict[str, float], free: list[str]) -> None:
         line(r"^(  cpu: \{name: [\w-]+, elements_per_us: )[\d.]+(, .*\})(.*)$",
              lambda m: f"{m.group(1)}{p['cpu_elements_per_us']:.1f}{m.group(2)}   # elements_per_us {_NOTE}; the rest: assumptions")
     added = {"activation_cycles_per_element": "lookup-table activations (SiLU, Sigmoid, ...): NPU cycles per output element",
-             "ddr_overlap_loss": "share of min(DDR, NPU cycles) not hidden under the longer one"}
+             "ddr_overlap_loss": "share of min(DDR, NPU cycles) not hidden under the longer one",
+             "weight_reads": "times each weight byte crosses the DDR bus per frame",
+             "concat_factor": "a Concat alone: its DDR cycles x this, instead of low_efficiency_factor"}
     for field, what in added.items():
         if field not in free:
             continue
@@ -456,10 +473,12 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="write the fitted constants into the chip data")
     ap.add_argument("--check", action="store_true", help="only compare the chip data as they are with the boards")
     ap.add_argument("--markdown", action="store_true", help="also print the docs table")
+    ap.add_argument("--set", nargs="*", help="experiments: hold constants at a value, e.g. ddr_overlap_loss=1")
     ap.add_argument("--free", nargs="*", help=f"the constants to fit (default {' '.join(FREE)})")
     args = ap.parse_args(argv)
     if args.free:
         FREE[:] = args.free
+    FIXED.update({k: float(v) for k, v in (item.split("=") for item in args.set or ())})
     return run(args)
 
 

@@ -81,13 +81,21 @@ def padded_macs(layer: Layer, cost: CostTable) -> float:
     return float(rows * geo.kh * geo.kw * ceil_to(geo.cin, a.conv_in) * ceil_to(geo.cout, a.conv_out) * geo.groups)
 
 
-def _rw_bytes(layer: Layer, cost: CostTable, graph_inputs: set[str]) -> float:
+def _weight_bytes(layer: Layer, cost: CostTable) -> float:
+    """Bytes of the layer's constants (weights; a conv bias is int32 / float32)."""
     total = 0.0
+    for t in layer.inputs:
+        if t.const:
+            total += t.elements * 4 if len(t.shape) <= 1 and layer.conv is not None else tensor_bytes(t, cost, False)
+    return total
+
+
+def _rw_bytes(layer: Layer, cost: CostTable, graph_inputs: set[str]) -> float:
+    """Bytes moved: activations in and out, and the weights read ``weight_reads`` times."""
+    total = _weight_bytes(layer, cost) * cost.weight_reads
     for t in layer.inputs + layer.outputs:
-        if t.const and len(t.shape) <= 1 and layer.conv is not None:
-            total += t.elements * 4           # bias: int32 (quantized) / float32
-            continue
-        total += tensor_bytes(t, cost, native=t.name not in graph_inputs)
+        if not t.const:
+            total += tensor_bytes(t, cost, native=t.name not in graph_inputs)
     return total
 
 
@@ -141,7 +149,8 @@ class LayerFeatures:
     padded_macs: float      # MACs the array executes (0 for layers without MACs)
     depthwise: bool
     rate_class: str         # 'int8' / 'int16' / 'float16': the MAC rate row
-    rw_bytes: float         # bytes read and written in DDR
+    rw_bytes: float         # bytes read and written in DDR (weights read ``weight_reads`` times)
+    weight_bytes: float     # ... of which the weights, read once
     low_efficiency: bool    # an op of table 8-5, alone
     lut_elements: float     # output elements through the activation lookup table
 
@@ -151,7 +160,7 @@ def layer_features(layer: Layer, cost: CostTable, graph_inputs: set[str] | None 
     macs = padded_macs(layer, cost) if layer.conv is not None else 0.0
     return LayerFeatures(macs, bool(layer.conv is not None and layer.conv.depthwise),
                          cost.rate(compute_dtype(layer)), _rw_bytes(layer, cost, graph_inputs or set()),
-                         bool(layer.low_efficiency), lut_elements(layer))
+                         _weight_bytes(layer, cost), bool(layer.low_efficiency), lut_elements(layer))
 
 
 def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
@@ -174,7 +183,9 @@ def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
         load = list(idle)
         load[cores[0]] = 1.0 if layer.kind not in ("input", "output") else 0.0
         return LayerCost(0.0, 0.0, cpu_time_us(layer, cost), 0.0, None, tuple(load))
-    factor = cost.low_efficiency_factor if layer.low_efficiency else 1.0
+    factor = 1.0
+    if layer.low_efficiency:
+        factor = cost.concat_factor if layer.onnx_op == "Concat" and cost.concat_factor else cost.low_efficiency_factor
     rw = _rw_bytes(layer, cost, graph_inputs or set())
     ddr = rw * factor / (cost.ddr_bytes_per_npu_cycle * cost.ddr_efficiency)
     npu = _npu_cycles(layer, cost) * factor
