@@ -16,11 +16,13 @@ lookup-table elements, CPU time; ``profile.cost_model.layer_features``) are cach
 ``bench/.cache/perf_fit`` under a hash of openrknn's sources: after a change to the layer rules the
 builds re-run by themselves (a few minutes), otherwise the fit takes seconds.
 
-Per chip the fit solves, by least squares on log FPS, the constants that are not hardware figures:
-DDR efficiency, per-layer overhead, depthwise MAC rate, the lookup-table activation cost, the MAC
-efficiency (Toolkit 1 only: Toolkit2 tables print NPUCycles = padded MACs / MAC rate) and, where float16
-rows exist, the float16 MAC rate. No constant is per model. Leave-one-architecture-out refits without
-all the rows of one architecture family and predicts them.
+Per chip the fit solves, by robust least squares on log FPS, the constants that are not hardware
+figures (``FREE``): DDR efficiency, DDR/MAC overlap loss, per-layer overhead, depthwise MAC rate,
+lookup-table activation cost, the table 8-5 factor and a Concat's own, weight re-reads, the CPU element
+rate, the MAC efficiency (Toolkit 1 only: Toolkit2 tables print NPUCycles = padded MACs / MAC rate)
+and, where float16 rows exist, the float16 MAC rate. No constant is per model. Leave-one-architecture-
+out refits without all the rows of one architecture family and predicts them. ``--free`` / ``--set``
+run other choices of constants (experiments; ``--write`` then writes only the free ones).
 """
 from __future__ import annotations
 
