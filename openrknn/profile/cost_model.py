@@ -8,7 +8,8 @@ For an NPU layer on a chip with cost table ``T`` (all per NPU core, see ``docs/p
     RW bytes     = Σ input tensors + weights + Σ output tensors     (4-D activations in NC1HWC2, C padded to C2)
     DDRCycles    = RW bytes · f_le / (DDR bytes per NPU cycle · ddr_efficiency)
     MaxCycles    = max(NPUCycles, DDRCycles)
-    Time(us)     = MaxCycles / f_npu[MHz] + layer_overhead_us
+    Time(us)     = (MaxCycles + ddr_overlap_loss · min(NPUCycles, DDRCycles)
+                    + LUT elements · activation_cycles_per_element) / f_npu[MHz] + layer_overhead_us
     MacUsage(%)  = 100 · MACs / (Time · f_npu · MACs per cycle[dtype] · cores used)
 
 where ``⌈x⌉_a`` rounds ``x`` up to a multiple of the chip's channel alignment ``a`` (seed 002
@@ -80,13 +81,21 @@ def padded_macs(layer: Layer, cost: CostTable) -> float:
     return float(rows * geo.kh * geo.kw * ceil_to(geo.cin, a.conv_in) * ceil_to(geo.cout, a.conv_out) * geo.groups)
 
 
-def _rw_bytes(layer: Layer, cost: CostTable, graph_inputs: set[str]) -> float:
+def _weight_bytes(layer: Layer, cost: CostTable) -> float:
+    """Bytes of the layer's constants (weights; a conv bias is int32 / float32)."""
     total = 0.0
+    for t in layer.inputs:
+        if t.const:
+            total += t.elements * 4 if len(t.shape) <= 1 and layer.conv is not None else tensor_bytes(t, cost, False)
+    return total
+
+
+def _rw_bytes(layer: Layer, cost: CostTable, graph_inputs: set[str]) -> float:
+    """Bytes moved: activations in and out, and the weights read ``weight_reads`` times."""
+    total = _weight_bytes(layer, cost) * cost.weight_reads
     for t in layer.inputs + layer.outputs:
-        if t.const and len(t.shape) <= 1 and layer.conv is not None:
-            total += t.elements * 4           # bias: int32 (quantized) / float32
-            continue
-        total += tensor_bytes(t, cost, native=t.name not in graph_inputs)
+        if not t.const:
+            total += tensor_bytes(t, cost, native=t.name not in graph_inputs)
     return total
 
 
@@ -118,6 +127,42 @@ def _split(layer: Layer, cost: CostTable, cores: tuple[int, ...], single_cycles:
     return 1
 
 
+# Activations the NPU evaluates through its lookup table (one extra pass over the output), unlike the
+# saturating and piecewise-linear ones (Relu, Clip, LeakyRelu, PRelu) the convolution output stage applies.
+# Matched on the printed OpType's ending (``ConvExSwish``, ``ConvSigmoid``, ``HardSwish``, ...).
+_LUT_ACTIVATIONS = ("Swish", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "Gelu", "Mish", "Elu", "Selu",
+                    "Softplus")
+
+
+def lut_elements(layer: Layer) -> float:
+    """Output elements of a layer whose activation goes through the NPU's lookup table (0 otherwise)."""
+    if layer.target != "NPU" or not layer.op_type.endswith(_LUT_ACTIVATIONS):
+        return 0.0
+    return float(sum(t.elements for t in layer.outputs))
+
+
+@dataclass(frozen=True)
+class LayerFeatures:
+    """What the cost of one single-core NPU layer depends on, before the chip's fitted constants apply
+    (``bench/perf_fit.py`` caches these per layer and fits the constants on them)."""
+
+    padded_macs: float      # MACs the array executes (0 for layers without MACs)
+    depthwise: bool
+    rate_class: str         # 'int8' / 'int16' / 'float16': the MAC rate row
+    rw_bytes: float         # bytes read and written in DDR (weights read ``weight_reads`` times)
+    weight_bytes: float     # ... of which the weights, read once
+    low_efficiency: bool    # an op of table 8-5, alone
+    lut_elements: float     # output elements through the activation lookup table
+
+
+def layer_features(layer: Layer, cost: CostTable, graph_inputs: set[str] | None = None) -> LayerFeatures:
+    """The :class:`LayerFeatures` of an NPU layer."""
+    macs = padded_macs(layer, cost) if layer.conv is not None else 0.0
+    return LayerFeatures(macs, bool(layer.conv is not None and layer.conv.depthwise),
+                         cost.rate(compute_dtype(layer)), _rw_bytes(layer, cost, graph_inputs or set()),
+                         _weight_bytes(layer, cost), bool(layer.low_efficiency), lut_elements(layer))
+
+
 def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
                graph_inputs: set[str] | None = None) -> LayerCost:
     """Cost of ``layer`` when the cores in ``cores`` (indices) are enabled.
@@ -138,7 +183,9 @@ def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
         load = list(idle)
         load[cores[0]] = 1.0 if layer.kind not in ("input", "output") else 0.0
         return LayerCost(0.0, 0.0, cpu_time_us(layer, cost), 0.0, None, tuple(load))
-    factor = cost.low_efficiency_factor if layer.low_efficiency else 1.0
+    factor = 1.0
+    if layer.low_efficiency:
+        factor = cost.concat_factor if layer.onnx_op == "Concat" and cost.concat_factor else cost.low_efficiency_factor
     rw = _rw_bytes(layer, cost, graph_inputs or set())
     ddr = rw * factor / (cost.ddr_bytes_per_npu_cycle * cost.ddr_efficiency)
     npu = _npu_cycles(layer, cost) * factor
@@ -149,7 +196,8 @@ def layer_cost(layer: Layer, cost: CostTable, cores: tuple[int, ...] = (0,),
     if n > 1:
         npu /= n
         ddr /= min(float(n), 1.0 / cost.ddr_efficiency)    # more ports, same DDR: at most its peak
-    time = max(ddr, npu) / cost.npu_freq_mhz + cost.layer_overhead_us
+    lut = lut_elements(layer) * cost.activation_cycles_per_element / n
+    time = (max(ddr, npu) + cost.ddr_overlap_loss * min(ddr, npu) + lut) / cost.npu_freq_mhz + cost.layer_overhead_us
     usage = None
     if layer.conv is not None and layer.macs:
         peak = cost.macs(compute_dtype(layer), depthwise=False) * n

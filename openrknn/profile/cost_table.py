@@ -78,6 +78,10 @@ class CostTable:
     per_layer_perf: bool
     memory: MemoryCost
     width_align: int = 1
+    concat_factor: float = 0.0      # a Concat alone: its DDR cycles x this (0: the low_efficiency_factor)
+    weight_reads: float = 1.0       # times each weight byte crosses the DDR bus per frame (tiling re-reads)
+    ddr_overlap_loss: float = 0.0   # share of the shorter of DDR and MAC cycles that does not overlap the longer
+    activation_cycles_per_element: float = 0.0   # lookup-table activations (SiLU, Sigmoid, ...): NPU cycles per output element
 
     @property
     def ddr_bytes_per_npu_cycle(self) -> float:
@@ -132,6 +136,10 @@ def _parse(chip: Chip) -> CostTable:
             per_layer_perf=bool(raw.get("per_layer_perf", True)),
             memory=MemoryCost(**_need(raw, "memory", name)),
             width_align=int(raw.get("width_align", 1)),
+            activation_cycles_per_element=float(raw.get("activation_cycles_per_element", 0.0)),
+            ddr_overlap_loss=float(raw.get("ddr_overlap_loss", 0.0)),
+            weight_reads=float(raw.get("weight_reads", 1.0)),
+            concat_factor=float(raw.get("concat_factor", 0.0)),
         )
     except (TypeError, KeyError, ValueError) as e:
         raise ConfigError(f"chip table {name}.yaml: malformed cost section ({e}); see docs/performance-model.md") from e

@@ -72,7 +72,8 @@ def test_op_target_cpu_layer_costed_on_cpu(tmp_path):
     assert rknn.init_runtime(perf_debug=True) == 0
     layers = {v["name"]: v for v in rknn.eval_perf(is_print=False)["layers"].values()}
     assert layers["conv1"]["target"] == "CPU" and layers["conv0"]["target"] == "NPU"
-    assert layers["conv1"]["time"] > 10 * layers["conv2"]["time"]   # 29 M MACs on one CPU core
+    # 29 M MACs on one CPU core; 5x: the float16 MAC rate of the NPU is fitted (docs/performance-model.md §5)
+    assert layers["conv1"]["time"] > 5 * layers["conv2"]["time"]
 
 
 def test_eval_memory_needs_eval_mem(tmp_path, capsys):

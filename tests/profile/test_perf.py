@@ -9,7 +9,7 @@ from openrknn.chips import get_chip
 from openrknn.errors import ConfigError
 from openrknn.api.common import NPUCoreMask
 from openrknn.profile import estimate_perf
-from openrknn.profile.calibration import CALIBRATION_POINTS, CALIBRATION_TOLERANCE, predict, with_cost
+from openrknn.profile.calibration import BOARD_TOLERANCE, CALIBRATION_POINTS, predict, with_cost
 from openrknn.profile.cost_model import padded_macs
 from openrknn.profile.cost_table import cost_table
 from openrknn.profile.layers import ConvGeometry, Layer, TensorInfo
@@ -29,8 +29,10 @@ def total(onnx_model, chip="rk3588", dtype="w8a8", mask=NPUCoreMask.NPU_CORE_AUT
 
 
 @pytest.mark.parametrize("point", CALIBRATION_POINTS, ids=lambda p: f"{p.chip}-{p.network}")
-def test_calibration_figures_reproduced(point):
-    assert abs(predict(point) / point.total_us - 1) <= CALIBRATION_TOLERANCE
+def test_published_board_fps_within_band(point):
+    """The reference MobileNetV2 / ResNet50 stay within the band of Rockchip's published FPS that the
+    fitted chip data reach (bench/perf_fit.py; docs/performance-model.md §5)."""
+    assert abs(point.total_us / predict(point) - 1) <= BOARD_TOLERANCE
 
 
 def test_time_grows_with_macs():
@@ -169,3 +171,21 @@ def test_large_global_average_pool_runs_as_a_depthwise_cascade():
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 7, 7])], [y])
     assert len([r for r in estimate_perf(wrap_onnx(helper.make_model(small, opset_imports=[helper.make_opsetid("", 13)])),
                                          get_chip("rk3588")).layers if r.name.startswith("gap")]) == 1
+
+
+def test_lookup_table_activation_costs_more_than_relu():
+    """SiLU goes through the NPU's lookup table (activation_cycles_per_element), Relu does not: the
+    published yolov5s is 48.4 FPS on RK3588, its ReLU variant 66.1."""
+    silu, relu = total(conv_net(64, act="silu")), total(conv_net(64, act="relu"))
+    assert silu > relu
+    chip = get_chip("rk3588")
+    free = with_cost(chip, activation_cycles_per_element=0.0)
+    assert total(conv_net(64, act="silu"), chip_obj=free) == total(conv_net(64, act="relu"), chip_obj=free)
+
+
+def test_weight_reads_multiply_only_the_weight_bytes():
+    chip = get_chip("rk3588")
+    once = estimate_perf(wrap_onnx(conv_net(64, size=8)), with_cost(chip, weight_reads=1.0))
+    thrice = estimate_perf(wrap_onnx(conv_net(64, size=8)), with_cost(chip, weight_reads=3.0))
+    weights = 64 * 64 * 9 + 64 * 4          # int8 weights + int32 bias of one conv
+    assert thrice.layers[1].rw_kb - once.layers[1].rw_kb == pytest.approx(2 * weights / 1024)
