@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from openrknn import __version__, log
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
@@ -140,6 +141,71 @@ def float16_layer_internals(model: RKNNModel) -> list[str]:
     return found
 
 
+def handover_graph(model: RKNNModel, source: onnx.ModelProto) -> onnx.ModelProto:
+    """The float graph the vendor compiles: the one openrknn's ranges describe.
+
+    A quantized build calibrates a prepared copy of the source (constants as initializers, BatchNorm
+    folded, shared weights unshared, depthwise-equalized channels). Equalization rescales the channels
+    of the tensors between a Conv and its depthwise Conv, so a range calibrated there belongs to the
+    rescaled tensor: compiling the source instead would give Rockchip's compiler ranges of other values
+    (and weights of another scale). The input stage (mean/std) is left out again: the vendor applies it
+    from its config. Float builds, or models without that graph, hand over the source.
+    """
+    golden = model.golden if model.is_quantized else None
+    if golden is None:
+        return source
+    graph = onnx.ModelProto()
+    graph.CopyFrom(golden)
+    _use_quantized_biases(graph, model)
+    marked = [n for n in graph.graph.node if any(p.key == PREPROCESS_KEY for p in n.metadata_props)]
+    if not marked:
+        return graph
+    renamed = {pre.normalized_name: pre.input_name for pre in model.preprocess}
+    kept = [n for n in graph.graph.node if n not in marked]
+    for node in kept:
+        for i, name in enumerate(node.input):
+            node.input[i] = renamed.get(name, name)
+    for output in graph.graph.output:
+        output.name = renamed.get(output.name, output.name)
+    del graph.graph.node[:]
+    graph.graph.node.extend(kept)
+    used = {i for n in kept for i in n.input}
+    keep_inits = [i for i in graph.graph.initializer if i.name in used]
+    del graph.graph.initializer[:]
+    graph.graph.initializer.extend(keep_inits)
+    del graph.graph.value_info[:]
+    return graph
+
+
+def _use_quantized_biases(graph: onnx.ModelProto, model: RKNNModel) -> None:
+    """Give each weighted layer of ``graph`` the bias openrknn's build computes with (in place).
+
+    The build corrects biases for the weights' rounding (``b + (W − Ŵ)·E[x]``), after the float graph
+    was kept. Rockchip's compiler quantizes a float bias as ``round(b / (s_x·s_w))``: handing it the
+    dequantized int32 bias makes it store openrknn's integers (the scales are the same).
+    """
+    built = {node.output[0]: node for node in model.graph.graph.node if node.output}
+    stored = {init.name: init for init in model.graph.graph.initializer}
+    inits = {init.name: init for init in graph.graph.initializer}
+    for node in graph.graph.node:
+        twin = built.get(node.output[0]) if node.output else None
+        if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or twin is None or len(twin.input) < 3:
+            continue
+        name = twin.input[2]
+        params = model.quant_params.get(name) or {}
+        if name not in stored or params.get("dtype") != "int32" or not params.get("scale"):
+            continue
+        integers = numpy_helper.to_array(stored[name]).astype(np.float64)
+        bias = (integers * np.resize(np.asarray(params["scale"], np.float64), integers.shape)).astype(np.float32)
+        if len(node.input) > 2 and node.input[2] in inits:
+            inits[node.input[2]].CopyFrom(numpy_helper.from_array(bias, node.input[2]))
+        else:
+            while len(node.input) < 3:
+                node.input.append("")
+            node.input[2] = name
+            graph.graph.initializer.append(numpy_helper.from_array(bias, name))
+
+
 def provenance(model: RKNNModel, toolkit_version: str, algorithm: str | None) -> str:
     """One line naming where the file's quantization came from (stored in the model's custom string)."""
     meta = model.metadata or {}
@@ -196,7 +262,7 @@ def compile_with_vendor(model: RKNNModel, source: onnx.ModelProto, config: Any, 
                           f"and '{dataset}' is not there any more")
     with tempfile.TemporaryDirectory(prefix="openrknn-vendor-") as work:
         onnx_path = os.path.join(work, "model.onnx")
-        onnx.save(source, onnx_path)
+        onnx.save(handover_graph(model, source), onnx_path)
         job = {"onnx": onnx_path, "quantize": quantize, "config": vendor_config(config, model, version),
                "dataset": _absolute_dataset(dataset, work) if quantize else None,
                "rknn_batch_size": rknn_batch_size, "ranges": tensor_ranges(model) if quantize else {},
