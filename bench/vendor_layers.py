@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--toolchain-python", default=os.environ.get(rockchip.ENV_VAR))
     parser.add_argument("--keep", help="keep the work folder here")
     parser.add_argument("--all", action="store_true")
+    parser.add_argument("--weight-qtype", default="asymmetric_quantized")
     parser.add_argument("--reuse", action="store_true", help="reuse the vendor's dumps in --keep (same build)")
     args = parser.parse_args(argv)
     python, _ = rockchip.find_toolchain(args.toolchain_python)
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     rknn = RKNN()
     rknn.config(mean_values=[spec["mean"]], std_values=[spec["std"]], target_platform="rk3588",
                 quantized_algorithm="normal" if args.algorithm == "auto_hybrid" else args.algorithm,
-                auto_hybrid_cos_thresh=0.995)
+                auto_hybrid_cos_thresh=0.995, weight_qtype=args.weight_qtype)
     rknn.load_onnx(model=onnx_path, inputs=[input_name], input_size_list=[[1, 3, *spec["size"]]])
     assert rknn.build(do_quantization=True, dataset=dataset, auto_hybrid=args.algorithm == "auto_hybrid") == 0
     model = rknn._model

@@ -211,7 +211,8 @@ def test_real_vendor_simulator_agrees_with_openrknn(tmp_path, shared_data):
         Image.fromarray(img).save(tmp_path / f"c{i}.png")
     (tmp_path / "ds.txt").write_text("".join(f"{tmp_path}/c{i}.png\n" for i in range(8)))
     rknn = RKNN()
-    rknn.config(mean_values=[[123.675, 116.28, 103.53]], std_values=[[58.395, 57.12, 57.375]], target_platform="rk3588")
+    rknn.config(mean_values=[[123.675, 116.28, 103.53]], std_values=[[58.395, 57.12, 57.375]], target_platform="rk3588",
+                weight_qtype="asymmetric_quantized")   # the vendor's own weight grid
     assert rknn.load_onnx(model=str(shared_data / "models/onnx/ch_ppocr_mobile_v2.0_cls_infer.onnx"),
                           inputs=["x"], input_size_list=[[1, 3, 48, 192]]) == 0
     assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
@@ -222,7 +223,8 @@ def test_real_vendor_simulator_agrees_with_openrknn(tmp_path, shared_data):
                                          str(tmp_path / "v.rknn"), python, check_samples=[[img[None]] for img in held])
     theirs = np.concatenate([s[0].ravel() for s in built.vendor_outputs])
     assert len(built.mapped) >= 80
-    assert cosine(ours, theirs) >= 0.98
+    print(f"vendor simulator vs openrknn simulator: cosine {cosine(ours, theirs):.5f}")
+    assert cosine(ours, theirs) >= 0.998
 
 
 VENDOR_CFG = """custom_quantize_layers: {}
@@ -306,6 +308,7 @@ def test_handover_graph_is_the_graph_the_ranges_describe(tmp_path):
     rng = np.random.default_rng(0)
     samples = [rng.uniform(0, 255, (1, 3, 16, 16)).astype(np.float32) for _ in range(6)]
     rknn = quantized_build(_conv_relu_depthwise(tmp_path / "m.onnx"), samples, mean_values=[[120, 110, 100]],
+                           weight_qtype="asymmetric_quantized",
                            std_values=[[60, 58, 57]])
     model = rknn._model
     graph = rockchip.handover_graph(model, rknn._source.model)

@@ -148,7 +148,9 @@ def handover_graph(model: RKNNModel, source: onnx.ModelProto) -> onnx.ModelProto
     folded, shared weights unshared, depthwise-equalized channels). Equalization rescales the channels
     of the tensors between a Conv and its depthwise Conv, so a range calibrated there belongs to the
     rescaled tensor: compiling the source instead would give Rockchip's compiler ranges of other values
-    (and weights of another scale). The input stage (mean/std) is left out again: the vendor applies it
+    (and weights of another scale). With asymmetric weights (``weight_qtype='asymmetric_quantized'``,
+    the vendor's own grid) the biases are the build's, corrected for that rounding; a symmetric build's
+    correction is for other integers, so its float biases go over. The input stage (mean/std) is left out again: the vendor applies it
     from its config. Float builds, or models without that graph, hand over the source.
     """
     golden = model.golden if model.is_quantized else None
@@ -156,7 +158,8 @@ def handover_graph(model: RKNNModel, source: onnx.ModelProto) -> onnx.ModelProto
         return source
     graph = onnx.ModelProto()
     graph.CopyFrom(golden)
-    _use_quantized_biases(graph, model)
+    if not _symmetric_weights(model):   # corrected for rounding on the vendor's own weight grid only
+        _use_quantized_biases(graph, model)
     marked = [n for n in graph.graph.node if any(p.key == PREPROCESS_KEY for p in n.metadata_props)]
     if not marked:
         return graph
@@ -257,6 +260,10 @@ def compile_with_vendor(model: RKNNModel, source: onnx.ModelProto, config: Any, 
         raise NotSupportedError("the model has custom operators registered with reg_custom_op; Rockchip's "
                                 "compiler needs them as its own custom-op plugins, which cannot be handed over")
     quantize = model.is_quantized
+    if quantize and _symmetric_weights(model):
+        log.info(f"export_rknn: {TOOLCHAIN} stores int8 weights asymmetric per channel and this build's are "
+                 "symmetric, so openrknn's simulator predicts the file approximately (docs/deployment.md); "
+                 "build with config(weight_qtype='asymmetric_quantized') to simulate its weights exactly")
     if quantize and (not dataset or not os.path.isfile(dataset)):
         raise ConfigError("the vendor compiler re-reads the calibration dataset given to build(), "
                           f"and '{dataset}' is not there any more")
@@ -295,6 +302,12 @@ def compile_with_vendor(model: RKNNModel, source: onnx.ModelProto, config: Any, 
             build.vendor_outputs = [[np.load(p) for p in sample] for sample in result["outputs"]]
     _log_handover(build, quantize)
     return build
+
+
+def _symmetric_weights(model: RKNNModel) -> bool:
+    """Whether the build has int8 per-channel weights stored symmetric (rknn-toolkit2 re-derives them asymmetric)."""
+    return any(r.get("dtype") == "int8" and r.get("axis") is not None and r.get("qtype") == "symmetric_quantized"
+               for r in model.quant_params.values())
 
 
 def _absolute_dataset(dataset: str, work: str) -> str:

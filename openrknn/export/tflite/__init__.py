@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
+
 from openrknn import log
 from openrknn.errors import NotSupportedError
 from openrknn.export.tflite.convert import LayerRow, build_graph, build_layer_graph
@@ -39,8 +41,24 @@ def tflite_bytes(model: RKNNModel, float_io: bool = True) -> tuple[bytes, list[L
         raise NotSupportedError(f"export_tflite needs a model built with do_quantization=True and "
                                 f"quantized_dtype='w8a8' (this one is {model.quantized_dtype or model.float_dtype}): "
                                 "TFLite's integer kernels and Teflon take int8")
+    require_symmetric_weights(model, "export_tflite")
     graph, rows = build_graph(model, float_io)
     return serialize(graph), rows
+
+
+def require_symmetric_weights(model: RKNNModel, api: str) -> None:
+    """TFLite's int8 Conv/FullyConnected kernels take weights with zero point 0.
+
+    Raises:
+        NotSupportedError: the build stores asymmetric weights (``config(weight_qtype='asymmetric_quantized')``).
+    """
+    asymmetric = sorted(name for name, record in model.quant_params.items()
+                        if record.get("qtype") == "asymmetric_quantized" and record.get("axis") is not None
+                        and any(int(z) != 0 for z in np.asarray(record.get("zero_point", [0])).ravel()))
+    if asymmetric:
+        raise NotSupportedError(f"{api} needs symmetric int8 weights (TFLite's kernels take weight zero point 0), "
+                                f"and this build stores {len(asymmetric)} weight tensor(s) asymmetric (e.g. "
+                                f"'{asymmetric[0]}'): build again without config(weight_qtype='asymmetric_quantized')")
 
 
 def format_report(rows: list[LayerRow]) -> str:

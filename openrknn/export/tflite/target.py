@@ -40,6 +40,8 @@ def as_exported(model: RKNNModel) -> RKNNModel:
     if model.quantized_dtype not in ("w8a8", "asymmetric_quantized-8"):
         raise NotSupportedError("simulate='tflite' needs a model built with do_quantization=True and "
                                 "quantized_dtype='w8a8' (what export_tflite writes)")
+    from openrknn.export.tflite import require_symmetric_weights
+    require_symmetric_weights(model, "simulate='tflite'")
     exporter = Exporter(model)
     exporter.run()
     result = copy.copy(model)
