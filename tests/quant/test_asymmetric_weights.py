@@ -12,13 +12,61 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from openrknn.graph.runner import make_session
+from openrknn.quant.numerics import QuantParams
+from openrknn.sim.quantized import lower_quantized
 from rknn.api import RKNN
 from tests.helpers import make_conv_model, quantized_build
 from tests.quant import integer_reference as ref
-from tests.quant.test_integer_exactness import (SIZE, _extreme_input, _params, _run_integers, _spread_output,
-                                               _worst_case_weight)
 
 ASYMMETRIC = {"weight_qtype": "asymmetric_quantized"}
+SIZE = 6
+
+
+# the worst-case patterns of test_integer_exactness.py (same rules; tests do not import each other)
+def _params(model, name) -> QuantParams:
+    return QuantParams.from_dict(model.quant_params[name])
+
+
+def _worst_case_weight(model, name, seed):
+    """Integer weights at −128 / +127, half the output channels all +127."""
+    rng = np.random.default_rng(seed)
+    init = next(i for i in model.graph.graph.initializer if i.name == name)
+    shape = tuple(init.dims)
+    values = np.where(rng.random(shape) < 0.5, -128, 127).astype(np.int8)
+    index = [slice(None)] * len(shape)
+    axis = model.quant_params[name]["axis"] or 0
+    index[axis] = slice(0, shape[axis] // 2)
+    values[tuple(index)] = 127
+    init.CopyFrom(numpy_helper.from_array(values, name))
+    return values.astype(np.int64)
+
+
+def _extreme_input(model, channels, seed):
+    """A float input whose quantized values sit at both ends of the integer range."""
+    rng = np.random.default_rng(seed)
+    p = _params(model, "x")
+    lo, hi = p.scale[0] * (p.qmin - p.zero_point[0]), p.scale[0] * (p.qmax - p.zero_point[0])
+    x = np.where(rng.random((1, channels, SIZE, SIZE)) < 0.7, hi * 1.5, lo * 1.5).astype(np.float32)
+    x[:, :, ::2, ::2] = hi * 1.5
+    return x, (np.clip(np.rint(x / p.scale[0]) + p.zero_point[0], p.qmin, p.qmax) - p.zero_point[0]).astype(np.int64)
+
+
+def _spread_output(model, tensor, acc, s_in, s_w):
+    """Output parameters that map the accumulator range onto the integer range."""
+    record = model.quant_params[tensor]
+    record["scale"], record["zero_point"] = [float(np.float32(s_in) * np.float32(np.max(s_w)) * np.abs(acc).max() / 100.0)], [0]
+
+
+def _run_integers(model, x, tensors):
+    """Integer values of ``tensors`` in the simulator (int8 tensors are held as uint8 with z + 128)."""
+    lowered = lower_quantized(model)
+    for name in tensors:
+        lowered.graph.output.append(helper.make_empty_tensor_value_info(f"{name}__q"))
+    session = make_session(lowered)
+    values = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
+    return {name: values[f"{name}__q"].astype(np.int64) - (128 if model.quant_params[name]["dtype"] == "int8" else 0)
+            for name in tensors}
 
 
 def _build(tmp_path, nodes, inits, channels, out_c, seed=0):
