@@ -3,7 +3,8 @@
 For the shared OCR detector and classifier, on held-out pictures (disjoint from calibration):
 
 * ``vendor normal`` / ``vendor mmse``: rknn-toolkit2 alone (its ``build(do_quantization=True)``), its simulator;
-* ``openrknn X → vendor``: openrknn builds with algorithm X (normal, mmse, auto_hybrid), then
+* ``openrknn X → vendor``: openrknn builds with algorithm X (normal, mmse, auto_hybrid) — with
+  ``weight_qtype='asymmetric_quantized'`` (the vendor's own weight grid) and with the default — then
   ``export_rknn(toolchain='rknn-toolkit2')`` compiles it with the vendor toolkit; the vendor's simulator
   runs that very build.
 
@@ -12,7 +13,8 @@ simulator on its build, the vendor simulator on the exported build, the agreemen
 build time (openrknn build; vendor compile). Needs the vendor's Python: ``--toolchain-python`` or
 ``$OPENRKNN_RKNN_TOOLKIT2``.
 
-Usage: ``python bench/vendor_backend.py [--data ../shared] [--models det,cls] [--toolchain-python PY]``
+Usage: ``python bench/vendor_backend.py [--data ../shared] [--models det,cls] [--toolchain-python PY]
+[--weight-qtypes asymmetric_quantized,symmetric_quantized] [--vendor-algorithms normal,mmse]``
 """
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ tensor both have, its cosine between the two simulators, the largest difference 
 scale, the share of values that differ, and what the vendor's cfg says about it (its range given by openrknn, its own, float).
 
 Usage: ``python bench/vendor_layers.py [--model cls|det] [--algorithm normal] [--toolchain-python PY]
-[--all]`` (``--all`` prints every tensor, not only those below 0.9999 and their neighbours).
+[--weight-qtype asymmetric_quantized|symmetric_quantized] [--keep DIR [--reuse]] [--all]``
+(``--all`` prints every tensor, not only those below 0.9999 and their neighbours; ``--reuse`` reads the
+vendor's dumps of an earlier run kept in DIR instead of compiling again).
 """
 from __future__ import annotations
 
@@ -51,8 +53,7 @@ assert r.load_onnx(model=job['onnx']) == 0
 assert r.hybrid_quantization_step1(dataset=job['dataset'], proposal=False) == 0
 stem = os.path.splitext(os.path.basename(job['onnx']))[0]
 rk_job._edit_config(stem + '.quantization.cfg', job['ranges'], job['float16'], result, job['float16_internal'])
-shutil_cfg = open(stem + '.quantization.cfg').read()
-open('handed.cfg', 'w').write(shutil_cfg)
+open('handed.cfg', 'w').write(open(stem + '.quantization.cfg').read())   # the edited cfg, kept for reading
 r.release()
 r = RKNN(verbose=False)
 assert r.hybrid_quantization_step2(model_input=stem + '.model', data_input=stem + '.data',
