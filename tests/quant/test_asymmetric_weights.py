@@ -158,3 +158,20 @@ def test_export_tflite_refuses_asymmetric_weights(tmp_path, capsys):
 def test_bad_weight_qtype_is_refused(kwargs, message, capsys):
     assert RKNN().config(**{"target_platform": "rk3588", **kwargs}) == -1
     assert message in capsys.readouterr().out
+
+
+def test_hybrid_step2_keeps_asymmetric_weights(tmp_path, monkeypatch):
+    """The step-1 files carry the option: step 2 rebuilds with the same weight grid."""
+    rng = np.random.default_rng(2)
+    samples = [rng.uniform(0, 1, (1, 3, 16, 16)).astype(np.float32) for _ in range(3)]
+    rknn = quantized_build(make_conv_model(tmp_path / "m.onnx"), samples, **ASYMMETRIC)
+    monkeypatch.chdir(tmp_path)
+    step1 = RKNN()
+    assert step1.config(target_platform="rk3588", **ASYMMETRIC) == 0
+    assert step1.load_onnx(model="m.onnx") == 0
+    assert step1.hybrid_quantization_step1(dataset="ds.txt") == 0
+    step2 = RKNN()
+    assert step2.hybrid_quantization_step2("m.model", "m.data", "m.quantization.cfg") == 0
+    weights = {n: r for n, r in step2._model.quant_params.items() if r.get("axis") is not None and r["dtype"] == "int8"}
+    assert weights and all(r["qtype"] == "asymmetric_quantized" for r in weights.values())
+    assert weights == {n: r for n, r in rknn._model.quant_params.items() if n in weights}
