@@ -175,3 +175,17 @@ def test_hybrid_step2_keeps_asymmetric_weights(tmp_path, monkeypatch):
     weights = {n: r for n, r in step2._model.quant_params.items() if r.get("axis") is not None and r["dtype"] == "int8"}
     assert weights and all(r["qtype"] == "asymmetric_quantized" for r in weights.values())
     assert weights == {n: r for n, r in rknn._model.quant_params.items() if n in weights}
+
+
+def test_cli_convert_takes_weight_qtype(tmp_path, capsys):
+    """``openrknn convert --weight-qtype asymmetric_quantized`` reaches the build (a TFLite export then refuses it)."""
+    pytest.importorskip("flatbuffers")
+    from openrknn.cli.main import main
+    model = make_conv_model(tmp_path / "m.onnx")
+    rng = np.random.default_rng(0)
+    for i in range(3):
+        np.save(tmp_path / f"s{i}.npy", rng.uniform(0, 1, (1, 3, 16, 16)).astype(np.float32))
+    (tmp_path / "ds.txt").write_text("s0.npy\ns1.npy\ns2.npy\n")
+    assert main(["convert", str(model), "-t", "rk3588", "--dataset", str(tmp_path / "ds.txt"), "--format", "tflite",
+                 "--weight-qtype", "asymmetric_quantized", "-o", str(tmp_path / "m.tflite")]) == 1
+    assert "symmetric int8 weights" in capsys.readouterr().out

@@ -305,9 +305,12 @@ def compile_with_vendor(model: RKNNModel, source: onnx.ModelProto, config: Any, 
 
 
 def _symmetric_weights(model: RKNNModel) -> bool:
-    """Whether the build has int8 per-channel weights stored symmetric (rknn-toolkit2 re-derives them asymmetric)."""
-    return any(r.get("dtype") == "int8" and r.get("axis") is not None and r.get("qtype") == "symmetric_quantized"
-               for r in model.quant_params.values())
+    """Whether the build has int8 weights stored symmetric (rknn-toolkit2 re-derives them asymmetric)."""
+    weights = {n.input[1] for n in model.graph.graph.node
+               if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(n.input) > 1} \
+        & {init.name for init in model.graph.graph.initializer}   # constant weights, not a MatMul of two tensors
+    return any(r.get("dtype") == "int8" and r.get("qtype") == "symmetric_quantized"
+               for name, r in model.quant_params.items() if name in weights)
 
 
 def _absolute_dataset(dataset: str, work: str) -> str:

@@ -52,8 +52,11 @@ def require_symmetric_weights(model: RKNNModel, api: str) -> None:
     Raises:
         NotSupportedError: the build stores asymmetric weights (``config(weight_qtype='asymmetric_quantized')``).
     """
+    weights = {n.input[1] for n in model.graph.graph.node
+               if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(n.input) > 1} \
+        & {init.name for init in model.graph.graph.initializer}   # constant weights, not a MatMul of two tensors
     asymmetric = sorted(name for name, record in model.quant_params.items()
-                        if record.get("qtype") == "asymmetric_quantized" and record.get("axis") is not None
+                        if name in weights and record.get("dtype") == "int8"
                         and any(int(z) != 0 for z in np.asarray(record.get("zero_point", [0])).ravel()))
     if asymmetric:
         raise NotSupportedError(f"{api} needs symmetric int8 weights (TFLite's kernels take weight zero point 0), "
