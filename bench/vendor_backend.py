@@ -3,7 +3,8 @@
 For the shared OCR detector and classifier, on held-out pictures (disjoint from calibration):
 
 * ``vendor normal`` / ``vendor mmse``: rknn-toolkit2 alone (its ``build(do_quantization=True)``), its simulator;
-* ``openrknn X → vendor``: openrknn builds with algorithm X (normal, mmse, auto_hybrid), then
+* ``openrknn X → vendor``: openrknn builds with algorithm X (normal, mmse, auto_hybrid) — with
+  ``weight_qtype='asymmetric_quantized'`` (the vendor's own weight grid) and with the default — then
   ``export_rknn(toolchain='rknn-toolkit2')`` compiles it with the vendor toolkit; the vendor's simulator
   runs that very build.
 
@@ -12,7 +13,8 @@ simulator on its build, the vendor simulator on the exported build, the agreemen
 build time (openrknn build; vendor compile). Needs the vendor's Python: ``--toolchain-python`` or
 ``$OPENRKNN_RKNN_TOOLKIT2``.
 
-Usage: ``python bench/vendor_backend.py [--data ../shared] [--models det,cls] [--toolchain-python PY]``
+Usage: ``python bench/vendor_backend.py [--data ../shared] [--models det,cls] [--toolchain-python PY]
+[--weight-qtypes asymmetric_quantized,symmetric_quantized] [--vendor-algorithms normal,mmse]``
 """
 from __future__ import annotations
 
@@ -118,7 +120,8 @@ def vendor_alone(python: str, onnx_path: str, spec: dict, input_name: str, datas
     return result["seconds"], [np.load(p) for p in result["outputs"]]
 
 
-def run_model(key: str, data: Path, python: str, vendor_algorithms: list[str]) -> list[tuple]:
+def run_model(key: str, data: Path, python: str, vendor_algorithms: list[str],
+              weight_qtypes: list[str]) -> list[tuple]:
     spec = MODELS[key]
     onnx_path = str(data / "models" / "onnx" / spec["file"])
     rows = []
@@ -141,11 +144,11 @@ def run_model(key: str, data: Path, python: str, vendor_algorithms: list[str]) -
         for algorithm in vendor_algorithms:
             seconds, outs = vendor_alone(python, onnx_path, spec, input_name, dataset, samples, algorithm, work)
             rows.append((key, f"vendor {algorithm}", agreement(outs, reference)[0], None, None, None, seconds, None))
-        for algorithm in ("normal", "mmse", "auto_hybrid"):
+        for weights, algorithm in [(w, a) for w in weight_qtypes for a in ("normal", "mmse", "auto_hybrid")]:
             rknn = RKNN()
             rknn.config(mean_values=[spec["mean"]], std_values=[spec["std"]], target_platform="rk3588",
                         quantized_algorithm="normal" if algorithm == "auto_hybrid" else algorithm,
-                        auto_hybrid_cos_thresh=0.995)
+                        auto_hybrid_cos_thresh=0.995, weight_qtype=weights)
             rknn.load_onnx(model=onnx_path, inputs=[input_name], input_size_list=[[1, 3, *spec["size"]]])
             started = time.time()
             assert rknn.build(do_quantization=True, dataset=dataset, auto_hybrid=algorithm == "auto_hybrid") == 0
@@ -156,7 +159,8 @@ def run_model(key: str, data: Path, python: str, vendor_algorithms: list[str]) -
                                                  os.path.join(work, f"{algorithm}.rknn"), python,
                                                  check_samples=[[img[None]] for img in held])
             theirs = [sample[0] for sample in built.vendor_outputs]
-            rows.append((key, f"openrknn {algorithm} → vendor", agreement(theirs, reference)[0],
+            label = f"openrknn {algorithm}" + (", asymmetric weights" if weights == "asymmetric_quantized" else "")
+            rows.append((key, f"{label} → vendor", agreement(theirs, reference)[0],
                          agreement(ours, reference)[0], *agreement(ours, theirs), build_seconds,
                          built.build_seconds))
             rknn.release()
@@ -170,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--toolchain-python", default=os.environ.get(rockchip.ENV_VAR))
     parser.add_argument("--vendor-algorithms", default="normal,mmse",
                         help="the vendor's own builds to compare with (its mmse takes minutes on the detector)")
+    parser.add_argument("--weight-qtypes", default="asymmetric_quantized,symmetric_quantized",
+                        help="openrknn builds to hand over: config(weight_qtype=...) of each")
     args = parser.parse_args(argv)
     python, version = rockchip.find_toolchain(args.toolchain_python)
     print(f"rknn-toolkit2 {version}; rk3588; {CALIBRATION} calibration / {HELD_OUT} held-out pictures")
@@ -177,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
           "(mean / min) | openrknn build s | vendor compile s |")
     print("|---|---|---|---|---|---|---|")
     for key in args.models.split(","):
-        for m, build, vendor_cos, ours_cos, agree, agree_min, seconds, vendor_seconds in run_model(key, Path(args.data), python,
-                                                                                          args.vendor_algorithms.split(",")):
+        for m, build, vendor_cos, ours_cos, agree, agree_min, seconds, vendor_seconds in run_model(
+                key, Path(args.data), python, args.vendor_algorithms.split(","), args.weight_qtypes.split(",")):
             fmt = lambda v, d=4: "—" if v is None else f"{v:.{d}f}"   # noqa: E731
             print(f"| {m} | {build} | {fmt(vendor_cos)} | {fmt(ours_cos)} | {fmt(agree)} / {fmt(agree_min)} | "
                   f"{fmt(seconds, 1)} | {fmt(vendor_seconds, 1)} |", flush=True)

@@ -239,7 +239,8 @@ def calibration_setup(model: RKNNModel, cfg: ModelConfig, dataset: str | None) -
     if not dataset:
         raise ConfigError("build: do_quantization=True needs a dataset (a .txt file listing calibration inputs)")
     settings = quant.QuantSettings(dtype=cfg.quantized_dtype, method=cfg.quantized_method,
-                                   algorithm=cfg.quantized_algorithm, batch_size=cfg.batch_size, epochs=cfg.epochs)
+                                   algorithm=cfg.quantized_algorithm, batch_size=cfg.batch_size, epochs=cfg.epochs,
+                                   weight_qtype=cfg.weight_qtype)
     settings.validate(chips.get_chip(cfg.platform))
     samples = quant.dataset.load_dataset(dataset, _unbatched(model.inputs, model.rknn_batch_size),
                                          rgb2bgr=cfg.quant_img_RGB2BGR)

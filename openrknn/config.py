@@ -19,7 +19,7 @@ from openrknn.profile.memory_plan import MEMORY_PLAN_STRATEGIES   # the allocato
 # the quantization options are named and validated once, by the quantization stage (re-exported here)
 from openrknn.quant.settings import (QUANT_ALGORITHMS, QUANT_DTYPE_ALIASES, QUANT_METHOD_GROUPS,  # noqa: F401
                                      QUANT_METHODS, TOOLKIT1_QUANT_DTYPES, TOOLKIT2_QUANT_DTYPES, check_algorithm,
-                                     check_dtype, check_method)
+                                     check_dtype, check_method, check_weight_qtype)
 
 
 @dataclass
@@ -50,6 +50,7 @@ class ModelConfig:
     sparse_infer: bool = False
     enable_flash_attention: bool = False
     auto_hybrid_cos_thresh: float = 0.98
+    weight_qtype: str | None = None   # openrknn: 'asymmetric_quantized' w8a8 weights, as rknn-toolkit2 stores them
     auto_hybrid_euc_thresh: float | None = None
     auto_hybrid_min_fps: float | None = None   # auto_hybrid's speed floor: estimated FPS on target_platform
     memory_plan_strategy: str = "greedy_by_size"
@@ -283,6 +284,7 @@ def _set_quantization(cfg: ModelConfig, kw: dict[str, Any]) -> None:
         cfg.quantized_algorithm = check_algorithm(_given(kw, "quantized_algorithm", "normal"))
         cfg.quantized_method = check_method(_given(kw, "quantized_method", "layer" if cfg.toolkit == 1 else "channel"),
                                             cfg.quantized_dtype)
+        cfg.weight_qtype = check_weight_qtype(kw.get("weight_qtype"), cfg.quantized_dtype)
     except ConfigError as e:
         raise ConfigError(f"config: {e}") from None
     cfg.quantized_hybrid_level = _int(kw, "quantized_hybrid_level", 0, 0, 3)

@@ -47,6 +47,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
         kwargs["quantized_dtype"] = args.quantized_dtype
     if args.quantized_algorithm:
         kwargs["quantized_algorithm"] = args.quantized_algorithm
+    if getattr(args, "weight_qtype", None):
+        kwargs["weight_qtype"] = args.weight_qtype
     method = tflite_quantized_method(args)
     if method:
         kwargs["quantized_method"] = method
@@ -155,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quantized-dtype", dest="quantized_dtype", default=None)
     p.add_argument("--quantized-algorithm", dest="quantized_algorithm", default=None)
     p.add_argument("--optimization-level", dest="optimization_level", type=int, default=3)
+    p.add_argument("--weight-qtype", dest="weight_qtype", choices=("symmetric_quantized", "asymmetric_quantized"),
+                   default=None, help="w8a8 weights: 'asymmetric_quantized' is rknn-toolkit2's own grid (use it with "
+                                      "--toolchain rknn-toolkit2); default symmetric, which --format tflite needs")
     add_input_size_list_argument(p)
     p.add_argument("--auto-hybrid", dest="auto_hybrid", action="store_true",
                    help="move the layers that hurt accuracy most to float16 (build(auto_hybrid=True))")

@@ -96,7 +96,8 @@ def write_step1(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
     header.update(fp16_initializers=[], removed_weights={}, graph_compression=None, graph_size=None)
     facts = {"header": header, "settings": {"dtype": settings.dtype, "method": settings.method,
                                             "algorithm": settings.algorithm, "batch_size": settings.batch_size,
-                                            "epochs": settings.epochs, "toolkit": settings.toolkit},
+                                            "epochs": settings.epochs, "toolkit": settings.toolkit,
+                                            "weight_qtype": settings.weight_qtype},
              "step1_parameters": quantized.quant_params}
     graph = onnx.ModelProto()
     graph.CopyFrom(plain.graph)

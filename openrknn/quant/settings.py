@@ -2,7 +2,7 @@
 these), the dtype table and the frozen, validated :class:`QuantSettings` record."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from openrknn.errors import ConfigError, NotSupportedError
@@ -22,6 +22,10 @@ QUANT_DTYPE_ALIASES = {
 QUANT_ALGORITHMS = ("normal", "kl_divergence", "mmse", "adaround")
 QUANT_METHOD_GROUPS = tuple(f"group{n}" for n in (32, 64, 128, 256))
 QUANT_METHODS = ("layer", "channel") + QUANT_METHOD_GROUPS
+# openrknn's config(weight_qtype=...): how w8a8 weights are stored. rknn-toolkit2 2.5.0 quantizes them
+# asymmetric per channel (measured on its simulator, bench/vendor_layers.py); openrknn's default stays
+# symmetric, which TFLite's int8 kernels (and so export_tflite / Teflon) require.
+WEIGHT_QTYPES = ("symmetric_quantized", "asymmetric_quantized")
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,17 @@ def check_method(value: str, dtype: str) -> str:
     return value
 
 
+def check_weight_qtype(value: str | None, dtype: str) -> str | None:
+    """openrknn's ``weight_qtype``: None, or one of :data:`WEIGHT_QTYPES` with the (canonical) dtype w8a8."""
+    if value is None:
+        return None
+    if value not in WEIGHT_QTYPES:
+        raise ConfigError(f"weight_qtype={value!r} is not valid; choose one of {list(WEIGHT_QTYPES)} (or leave it unset)")
+    if value != DTYPES["w8a8"].weight_qtype and dtype != "w8a8":
+        raise ConfigError(f"weight_qtype '{value}' is for quantized_dtype 'w8a8' only (this build is '{dtype}')")
+    return value
+
+
 def check_algorithm(value: str) -> str:
     """``quantized_algorithm``: a documented, registered algorithm whose optional extra is installed."""
     algorithm = algorithm_class(value) if value in QUANT_ALGORITHMS else None
@@ -126,10 +141,14 @@ class QuantSettings:
     batch_size: int = 100
     epochs: int = -1
     toolkit: int = 2
+    weight_qtype: str | None = None   # None: the dtype's own (see WEIGHT_QTYPES)
 
     @property
     def spec(self) -> DtypeSpec:
-        return DTYPES[canonical_dtype(self.dtype, self.toolkit)]
+        spec = DTYPES[canonical_dtype(self.dtype, self.toolkit)]
+        if self.weight_qtype and self.weight_qtype != spec.weight_qtype:
+            spec = replace(spec, weight_qtype=self.weight_qtype)
+        return spec
 
     @property
     def canonical(self) -> str:
@@ -152,6 +171,7 @@ class QuantSettings:
             raise NotSupportedError("quantized_dtype 'w4a8' is documented by Rockchip as not supported yet")
         check_method(self.method, check_dtype(self.dtype, chip))
         check_algorithm(self.algorithm)
+        check_weight_qtype(self.weight_qtype, canonical_dtype(self.dtype, chip.toolkit))
         if self.batch_size < 1:
             raise ConfigError(f"batch_size must be positive, got {self.batch_size}")
         return self

@@ -39,6 +39,7 @@ from onnx import helper, numpy_helper
 
 from openrknn.errors import ModelFileError
 from openrknn.graph import npu_layers
+from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant import annotate
 from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, dequantize, requant_multiplier
@@ -190,8 +191,10 @@ class _Lowering(IntegerArithmetic):
 
     # ------------------------------------------------------------------ driver
     def run(self) -> onnx.ModelProto:
+        exact = _input_stage_constants(self.src.graph)
         for init in self.src.graph.initializer:
-            if init.data_type == onnx.TensorProto.FLOAT and self.half == onnx.TensorProto.FLOAT16:
+            if init.data_type == onnx.TensorProto.FLOAT and self.half == onnx.TensorProto.FLOAT16 \
+                    and init.name not in exact:
                 self.new_inits.append(numpy_helper.from_array(round_to_fp16(numpy_helper.to_array(init)), init.name))
             else:
                 self.new_inits.append(init)
@@ -514,6 +517,21 @@ class _Lowering(IntegerArithmetic):
             return self._lower_qfloat(node)
         self._matmul_integer2(node)
         return None
+
+
+def _input_stage_constants(graph: onnx.GraphProto) -> set[str]:
+    """Float constants read only by the input stage (mean/std): kept exact, not rounded to float16.
+
+    The input stage turns the raw input into the first layer's integers in one step; rknn-toolkit2's
+    simulator quantizes ``(x − mean) / std`` with the configured values, and rounding them to float16
+    moved ~5 % of a picture's input integers by one step (bench/vendor_layers.py).
+    """
+    readers: dict[str, list[bool]] = {}
+    for node in graph.node:
+        stage = any(p.key == PREPROCESS_KEY for p in node.metadata_props)
+        for name in node.input:
+            readers.setdefault(name, []).append(stage)
+    return {name for name, stages in readers.items() if all(stages)}
 
 
 def _outer_references_of(node: onnx.NodeProto) -> set[str]:

@@ -211,7 +211,8 @@ def test_real_vendor_simulator_agrees_with_openrknn(tmp_path, shared_data):
         Image.fromarray(img).save(tmp_path / f"c{i}.png")
     (tmp_path / "ds.txt").write_text("".join(f"{tmp_path}/c{i}.png\n" for i in range(8)))
     rknn = RKNN()
-    rknn.config(mean_values=[[123.675, 116.28, 103.53]], std_values=[[58.395, 57.12, 57.375]], target_platform="rk3588")
+    rknn.config(mean_values=[[123.675, 116.28, 103.53]], std_values=[[58.395, 57.12, 57.375]], target_platform="rk3588",
+                weight_qtype="asymmetric_quantized")   # the vendor's own weight grid
     assert rknn.load_onnx(model=str(shared_data / "models/onnx/ch_ppocr_mobile_v2.0_cls_infer.onnx"),
                           inputs=["x"], input_size_list=[[1, 3, 48, 192]]) == 0
     assert rknn.build(do_quantization=True, dataset=str(tmp_path / "ds.txt")) == 0
@@ -222,7 +223,8 @@ def test_real_vendor_simulator_agrees_with_openrknn(tmp_path, shared_data):
                                          str(tmp_path / "v.rknn"), python, check_samples=[[img[None]] for img in held])
     theirs = np.concatenate([s[0].ravel() for s in built.vendor_outputs])
     assert len(built.mapped) >= 80
-    assert cosine(ours, theirs) >= 0.98
+    print(f"vendor simulator vs openrknn simulator: cosine {cosine(ours, theirs):.5f}")
+    assert cosine(ours, theirs) >= 0.998
 
 
 VENDOR_CFG = """custom_quantize_layers: {}
@@ -277,3 +279,56 @@ def test_vendor_config_edit_changes_only_ranges_and_layers(tmp_path):
     assert result["mapped"] == ["conv:1"] and result["float16_unplaced"] == ["missing"]
     assert text.replace("-   -1.5", "-   -3.0").replace("-   6.0\n", "-   20.58575439453125\n").replace(
         'custom_quantize_layers:\n    "conv:1": float16\n', "custom_quantize_layers: {}\n") == VENDOR_CFG
+
+
+def _conv_relu_depthwise(path: Path) -> Path:
+    """x → Conv(3→8) → Relu → depthwise Conv → y: a pair depthwise equalization rescales."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    w1 = rng.normal(0, 0.3, (8, 3, 3, 3)).astype(np.float32) * rng.uniform(0.02, 1, (8, 1, 1, 1)).astype(np.float32)
+    inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b1"),
+             numpy_helper.from_array(rng.normal(0, 0.3, (8, 1, 3, 3)).astype(np.float32), "w2"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b2")]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], name="dw", pads=[1, 1, 1, 1], group=8)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def test_handover_graph_is_the_graph_the_ranges_describe(tmp_path):
+    """Rockchip's compiler gets the float graph openrknn calibrated (equalized channels, corrected
+    biases), without the input stage: compiling the source gave it ranges of differently scaled tensors."""
+    from onnx import numpy_helper
+    from openrknn.export import rockchip
+    from tests.helpers import reference_session
+    rng = np.random.default_rng(0)
+    samples = [rng.uniform(0, 255, (1, 3, 16, 16)).astype(np.float32) for _ in range(6)]
+    rknn = quantized_build(_conv_relu_depthwise(tmp_path / "m.onnx"), samples, mean_values=[[120, 110, 100]],
+                           weight_qtype="asymmetric_quantized",
+                           std_values=[[60, 58, 57]])
+    model = rknn._model
+    graph = rockchip.handover_graph(model, rknn._source.model)
+    assert [i.name for i in graph.graph.input] == ["x"] and len(graph.graph.node) == 3   # no mean/std nodes
+    # the channels between the Conv and the depthwise Conv are the equalized ones, not the source's
+    source_w1 = numpy_helper.to_array(next(i for i in rknn._source.model.graph.initializer if i.name == "w1"))
+    inits = {i.name: numpy_helper.to_array(i) for i in graph.graph.initializer}
+    conv1 = next(n for n in graph.graph.node if n.output[0] == "c1")
+    assert not np.allclose(inits[conv1.input[1]], source_w1)
+    # each bias is the one the build computes with: the dequantized int32 bias
+    built = {n.output[0]: n for n in model.graph.graph.node}
+    stored = {i.name: numpy_helper.to_array(i) for i in model.graph.graph.initializer}
+    for node in graph.graph.node:
+        if node.op_type == "Conv":
+            name = built[node.output[0]].input[2]
+            expected = stored[name] * np.asarray(model.quant_params[name]["scale"])
+            np.testing.assert_allclose(inits[node.input[2]], expected, rtol=1e-6)
+    # and it computes the source's function on the normalised input
+    x = samples[0]
+    normalised = (x - np.reshape([120, 110, 100], (1, 3, 1, 1))) / np.reshape([60, 58, 57], (1, 3, 1, 1))
+    ours = reference_session(graph).run(None, {"x": normalised.astype(np.float32)})[0]
+    source = reference_session(rknn._source.model).run(None, {"x": normalised.astype(np.float32)})[0]
+    assert cosine(ours, source) > 0.999

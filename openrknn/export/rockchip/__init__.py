@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from openrknn import __version__, log
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
@@ -140,6 +141,74 @@ def float16_layer_internals(model: RKNNModel) -> list[str]:
     return found
 
 
+def handover_graph(model: RKNNModel, source: onnx.ModelProto) -> onnx.ModelProto:
+    """The float graph the vendor compiles: the one openrknn's ranges describe.
+
+    A quantized build calibrates a prepared copy of the source (constants as initializers, BatchNorm
+    folded, shared weights unshared, depthwise-equalized channels). Equalization rescales the channels
+    of the tensors between a Conv and its depthwise Conv, so a range calibrated there belongs to the
+    rescaled tensor: compiling the source instead would give Rockchip's compiler ranges of other values
+    (and weights of another scale). With asymmetric weights (``weight_qtype='asymmetric_quantized'``,
+    the vendor's own grid) the biases are the build's, corrected for that rounding; a symmetric build's
+    correction is for other integers, so its float biases go over. The input stage (mean/std) is left out again: the vendor applies it
+    from its config. Float builds, or models without that graph, hand over the source.
+    """
+    golden = model.golden if model.is_quantized else None
+    if golden is None:
+        return source
+    graph = onnx.ModelProto()
+    graph.CopyFrom(golden)
+    if not _symmetric_weights(model):   # corrected for rounding on the vendor's own weight grid only
+        _use_quantized_biases(graph, model)
+    marked = [n for n in graph.graph.node if any(p.key == PREPROCESS_KEY for p in n.metadata_props)]
+    if not marked:
+        return graph
+    renamed = {pre.normalized_name: pre.input_name for pre in model.preprocess}
+    kept = [n for n in graph.graph.node if n not in marked]
+    for node in kept:
+        for i, name in enumerate(node.input):
+            node.input[i] = renamed.get(name, name)
+    for output in graph.graph.output:
+        output.name = renamed.get(output.name, output.name)
+    del graph.graph.node[:]
+    graph.graph.node.extend(kept)
+    used = {i for n in kept for i in n.input}
+    keep_inits = [i for i in graph.graph.initializer if i.name in used]
+    del graph.graph.initializer[:]
+    graph.graph.initializer.extend(keep_inits)
+    del graph.graph.value_info[:]
+    return graph
+
+
+def _use_quantized_biases(graph: onnx.ModelProto, model: RKNNModel) -> None:
+    """Give each weighted layer of ``graph`` the bias openrknn's build computes with (in place).
+
+    The build corrects biases for the weights' rounding (``b + (W − Ŵ)·E[x]``), after the float graph
+    was kept. Rockchip's compiler quantizes a float bias as ``round(b / (s_x·s_w))``: handing it the
+    dequantized int32 bias makes it store openrknn's integers (the scales are the same).
+    """
+    built = {node.output[0]: node for node in model.graph.graph.node if node.output}
+    stored = {init.name: init for init in model.graph.graph.initializer}
+    inits = {init.name: init for init in graph.graph.initializer}
+    for node in graph.graph.node:
+        twin = built.get(node.output[0]) if node.output else None
+        if node.op_type not in ("Conv", "ConvTranspose", "Gemm") or twin is None or len(twin.input) < 3:
+            continue
+        name = twin.input[2]
+        params = model.quant_params.get(name) or {}
+        if name not in stored or params.get("dtype") != "int32" or not params.get("scale"):
+            continue
+        integers = numpy_helper.to_array(stored[name]).astype(np.float64)
+        bias = (integers * np.resize(np.asarray(params["scale"], np.float64), integers.shape)).astype(np.float32)
+        if len(node.input) > 2 and node.input[2] in inits:
+            inits[node.input[2]].CopyFrom(numpy_helper.from_array(bias, node.input[2]))
+        else:
+            while len(node.input) < 3:
+                node.input.append("")
+            node.input[2] = name
+            graph.graph.initializer.append(numpy_helper.from_array(bias, name))
+
+
 def provenance(model: RKNNModel, toolkit_version: str, algorithm: str | None) -> str:
     """One line naming where the file's quantization came from (stored in the model's custom string)."""
     meta = model.metadata or {}
@@ -191,12 +260,16 @@ def compile_with_vendor(model: RKNNModel, source: onnx.ModelProto, config: Any, 
         raise NotSupportedError("the model has custom operators registered with reg_custom_op; Rockchip's "
                                 "compiler needs them as its own custom-op plugins, which cannot be handed over")
     quantize = model.is_quantized
+    if quantize and _symmetric_weights(model):
+        log.info(f"export_rknn: {TOOLCHAIN} stores int8 weights asymmetric per channel and this build's are "
+                 "symmetric, so openrknn's simulator predicts the file approximately (docs/deployment.md); "
+                 "build with config(weight_qtype='asymmetric_quantized') to simulate its weights exactly")
     if quantize and (not dataset or not os.path.isfile(dataset)):
         raise ConfigError("the vendor compiler re-reads the calibration dataset given to build(), "
                           f"and '{dataset}' is not there any more")
     with tempfile.TemporaryDirectory(prefix="openrknn-vendor-") as work:
         onnx_path = os.path.join(work, "model.onnx")
-        onnx.save(source, onnx_path)
+        onnx.save(handover_graph(model, source), onnx_path)
         job = {"onnx": onnx_path, "quantize": quantize, "config": vendor_config(config, model, version),
                "dataset": _absolute_dataset(dataset, work) if quantize else None,
                "rknn_batch_size": rknn_batch_size, "ranges": tensor_ranges(model) if quantize else {},
@@ -229,6 +302,15 @@ def compile_with_vendor(model: RKNNModel, source: onnx.ModelProto, config: Any, 
             build.vendor_outputs = [[np.load(p) for p in sample] for sample in result["outputs"]]
     _log_handover(build, quantize)
     return build
+
+
+def _symmetric_weights(model: RKNNModel) -> bool:
+    """Whether the build has int8 weights stored symmetric (rknn-toolkit2 re-derives them asymmetric)."""
+    weights = {n.input[1] for n in model.graph.graph.node
+               if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(n.input) > 1} \
+        & {init.name for init in model.graph.graph.initializer}   # constant weights, not a MatMul of two tensors
+    return any(r.get("dtype") == "int8" and r.get("qtype") == "symmetric_quantized"
+               for name, r in model.quant_params.items() if name in weights)
 
 
 def _absolute_dataset(dataset: str, work: str) -> str:

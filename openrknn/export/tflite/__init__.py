@@ -13,6 +13,7 @@ from openrknn import log
 from openrknn.errors import NotSupportedError
 from openrknn.export.tflite.convert import LayerRow, build_graph, build_layer_graph
 from openrknn.export.tflite.flatbuffer import serialize
+from openrknn.export.tflite.target import require_symmetric_weights
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file.container import write_atomic
 from openrknn.quant.settings import resolve_alias
@@ -41,8 +42,10 @@ def tflite_bytes(model: RKNNModel, float_io: bool = True) -> tuple[bytes, list[L
         raise NotSupportedError(f"export_tflite needs a model built with do_quantization=True and "
                                 f"quantized_dtype='w8a8' (this one is {model.quantized_dtype or model.float_dtype}): "
                                 "TFLite's integer kernels and Teflon take int8")
+    require_symmetric_weights(model, "export_tflite")
     graph, rows = build_graph(model, float_io)
     return serialize(graph), rows
+
 
 
 def format_report(rows: list[LayerRow]) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
+
 from openrknn.errors import NotSupportedError
 from openrknn.export.tflite.convert import Exporter
 from openrknn.graph.rknn_model import RKNNModel
@@ -41,6 +43,7 @@ def as_exported(model: RKNNModel) -> RKNNModel:
     if resolve_alias(model.quantized_dtype or "") != "w8a8":
         raise NotSupportedError("simulate='tflite' needs a model built with do_quantization=True and "
                                 "quantized_dtype='w8a8' (what export_tflite writes)")
+    require_symmetric_weights(model, "simulate='tflite'")
     exporter = Exporter(model)
     exporter.run()
     result = copy.copy(model)
@@ -48,3 +51,20 @@ def as_exported(model: RKNNModel) -> RKNNModel:
     result.tensor_dtypes = {**model.tensor_dtypes, **{n: "int8" for n in export_params(exporter)}}
     result.metadata = {**model.metadata, FLOAT_LAYERS_KEY: "float32"}
     return result
+
+def require_symmetric_weights(model: RKNNModel, api: str) -> None:
+    """TFLite's int8 Conv/FullyConnected kernels take weights with zero point 0.
+
+    Raises:
+        NotSupportedError: the build stores asymmetric weights (``config(weight_qtype='asymmetric_quantized')``).
+    """
+    weights = {n.input[1] for n in model.graph.graph.node
+               if n.op_type in ("Conv", "ConvTranspose", "Gemm", "MatMul") and len(n.input) > 1} \
+        & {init.name for init in model.graph.graph.initializer}   # constant weights, not a MatMul of two tensors
+    asymmetric = sorted(name for name, record in model.quant_params.items()
+                        if name in weights and record.get("dtype") == "int8"
+                        and any(int(z) != 0 for z in np.asarray(record.get("zero_point", [0])).ravel()))
+    if asymmetric:
+        raise NotSupportedError(f"{api} needs symmetric int8 weights (TFLite's kernels take weight zero point 0), "
+                                f"and this build stores {len(asymmetric)} weight tensor(s) asymmetric (e.g. "
+                                f"'{asymmetric[0]}'): build again without config(weight_qtype='asymmetric_quantized')")
