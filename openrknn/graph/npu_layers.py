@@ -22,6 +22,7 @@ tanh forms; and the single-node activations (Relu, Clip, HardSigmoid, ...).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import onnx
@@ -535,6 +536,13 @@ class LayerRecord:
         stored: the tensors the layer writes to memory.
         dtype: the dtype of its first stored tensor (``tensor_dtypes``, else the default given).
         node_outputs: the first output of each member node (what identifies a node in a graph).
+        operand_dtype: the DataType rknn-toolkit2 prints for the layer when its main node's first
+            input is a constant (None otherwise: the activations' dtype is printed). It prints the
+            type it stores that constant in — ``float`` for the one scale of a ``Mul(c, x)``
+            (paddle2onnx's learnable scale: ``Mul FLOAT``), ``int16`` for per-channel scales,
+            ``int32`` for an ``Add(c, x)`` offset (measured, rknn-toolkit2 2.5.0, int8) — while the
+            layer reads and stores int8 like its neighbours: the scale multiplies in float, the
+            result is requantized (``qfloat``, what both simulators run).
     """
 
     name: str
@@ -545,6 +553,7 @@ class LayerRecord:
     stored: tuple[str, ...]
     dtype: str
     node_outputs: tuple[str, ...] = ()
+    operand_dtype: str | None = None
 
 
 def _weighted(node: onnx.NodeProto, consts: set[str]) -> bool:
@@ -579,6 +588,24 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
     return kind, name + suffix
 
 
+_INTEGER_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int4"})
+
+
+def constant_operand_dtype(group: LayerGroup, constant_sizes: dict[str, int], quantized: bool) -> str | None:
+    """The type rknn-toolkit2 prints for a layer whose main node reads a constant first (see
+    :attr:`LayerRecord.operand_dtype`), None for any other layer. Measured on probe graphs: int8
+    builds print ``Mul FLOAT`` (one value), ``Mul INT16`` (per channel), ``Add INT32``; float16
+    builds ``Mul FLOAT`` / ``Add FLOAT`` for one value and FLOAT16 per channel."""
+    main = group.main
+    if main.domain not in ("", "ai.onnx") or main.op_type not in ("Mul", "Add") or len(main.input) != 2 \
+            or main.input[0] not in constant_sizes or main.input[1] in constant_sizes:
+        return None
+    one_value = constant_sizes[main.input[0]] == 1
+    if quantized:
+        return "int32" if main.op_type == "Add" else "float" if one_value else "int16"
+    return "float" if one_value else None
+
+
 def target_for(node: onnx.NodeProto, chip: object | None = None) -> str | None:
     """Where ``node`` runs when that is decided by the model alone: ``'CPU'`` for an ``op_target``
     node, else None (the caller's chip data decide). The hook for per-chip NPU limits."""
@@ -594,7 +621,10 @@ def cpu_nodes(graph: onnx.GraphProto, op_target: dict[str, str] | None) -> froze
 def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None = None,
                   default_dtype: str = "float16") -> list[LayerRecord]:
     """The typed layer list of a marked graph, in graph order (see :class:`LayerRecord`)."""
-    consts = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    sizes = {i.name: math.prod(i.dims) for i in graph.initializer}
+    sizes.update({n.output[0]: math.prod(a.t.dims) for n in graph.node if n.op_type == "Constant" and n.output
+                  for a in n.attribute if a.name == "value"})
+    consts = set(sizes) | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
     dtypes = tensor_dtypes or {}
     records = []
     for group in layer_groups(graph):
@@ -606,7 +636,8 @@ def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None =
         dtype = dtypes.get(stored[0], default_dtype) if stored else default_dtype
         records.append(LayerRecord(group.name, tuple(n.name or n.output[0] for n in group.nodes), kind, op_name,
                                    "CPU" if cpu else "NPU", stored, dtype,
-                                   tuple(n.output[0] if n.output else "" for n in group.nodes)))
+                                   tuple(n.output[0] if n.output else "" for n in group.nodes),
+                                   constant_operand_dtype(group, sizes, dtype in _INTEGER_DTYPES)))
     return records
 
 

@@ -204,9 +204,11 @@ class LayerBuilder:
 
     def _weight_info(self, name: str) -> TensorInfo:
         """A weight or bias: a float initializer the quantizer left unquantized (the weights of a
-        layer hybrid quantization or the layer record puts in float16) is stored in float16."""
+        layer hybrid quantization puts in float16) is stored in float16. (A model the quantizer did not
+        produce — the cost model's reference networks — keeps the build's weight dtype.)"""
         info = self.info(name)
-        if (self.model.is_quantized and name not in self.model.quant_params
+        if (self.model.is_quantized and "quantization" in (self.model.metadata or {})
+                and name not in self.model.quant_params
                 and self.g.elem_type.get(name) == TensorProto.FLOAT):
             return TensorInfo(name, info.shape, "float16", True)
         return info
@@ -264,8 +266,9 @@ class LayerBuilder:
         record = self._record(group)
         if len(group) > 1 and record is not None and record.op_name == npu_layers.PRINTED_ALONE[npu_layers.ATTENTION]:
             kind, conv = self._attention_kind(group)
-        layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU",
-                      inputs[0].dtype if inputs else self.act_dtype, inputs, outputs, conv,
+        printed_dtype = (record.operand_dtype if record is not None else None) or (
+            inputs[0].dtype if inputs else self.act_dtype)
+        layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU", printed_dtype, inputs, outputs, conv,
                       tuple(n.name for n in group),
                       low_efficiency=len(group) == 1 and main.op_type in op_support.LOW_EFFICIENCY_OPS)
         layer.target = self._target(main, layer, record)
