@@ -35,6 +35,10 @@ FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
 LAYER_NORM = "LayerNorm"   # the function name of a decomposed-normalisation layer
 ATTENTION = "SDPAttention"   # ... and of a scaled dot-product attention layer
 FUNCTION_LAYERS = frozenset({LAYER_NORM, ATTENTION})   # integer in and out, float32 inside
+# Normalisation ops rknn-toolkit2 2.5.0 runs as one ``exNorm`` layer that reads and stores the
+# build's activation dtype (``exNorm INT8``), float inside — like a decomposed LayerNorm (measured:
+# a transformer encoder's LayerNormalization, FPN's GroupNorm exported as InstanceNormalization).
+NORM_OPS = frozenset({"LayerNormalization", "InstanceNormalization"})
 
 # Producers the NPU fuses a following activation into (seed 002 §8.4.2). A ReduceSum over the
 # channels is lowered to a 1×1 convolution by rknn-toolkit2, which fuses the Clip after it
@@ -325,7 +329,7 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if bias is not None and bias not in taken:   # MatMul + Add(constant): a Gemm with its bias
             members.append(bias)
             tensor = view.nodes[bias].output[0]
-        residual = _residual_add(view, index, cpu_nodes)
+        residual = _residual_add(view, index, members[-1], cpu_nodes)
         if residual is not None and residual not in taken:
             members.append(residual)
             tensor = view.nodes[residual].output[0]
@@ -395,12 +399,19 @@ def _bias_add(view: _View, matmul: int, cpu_nodes: frozenset[str]) -> int | None
     return add if add is not None and sum(i in view.consts for i in view.nodes[add].input) == 1 else None
 
 
-def _residual_add(view: _View, conv: int, cpu_nodes: frozenset[str]) -> int | None:
-    """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd."""
-    add = _sole_add(view, conv, "Conv", cpu_nodes)
+def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str]) -> int | None:
+    """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd. A MatMul
+    or Gemm with a constant weight (and its bias ``tail``) takes the residual ``Add`` after it the same way:
+    rknn-toolkit2 lowers it to a 1×1 Conv and prints ``ConvAdd`` (measured: the attention and MLP
+    projections of PP-OCRv4 rec's SVTR blocks and of a transformer encoder)."""
+    producer = view.nodes[conv]
+    if producer.op_type != "Conv" and not (producer.op_type in ("MatMul", "Gemm") and len(producer.input) > 1
+                                           and producer.input[1] in view.consts):
+        return None
+    add = _sole_add(view, tail, view.nodes[tail].op_type, cpu_nodes)
     if add is None:
         return None
-    other = [i for i in view.nodes[add].input if i != view.nodes[conv].output[0]]
+    other = [i for i in view.nodes[add].input if i != view.nodes[tail].output[0]]
     if len(other) != 1 or other[0] in view.consts:
         return None
     # the NPU reads the other operand from memory: it must exist before this Conv runs (the Add
@@ -568,6 +579,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
     activation = group.activation if len(group.nodes) > 1 else None
     if activation in FUNCTION_LAYERS:
         return "function", PRINTED_ALONE[activation]
+    if main.op_type in NORM_OPS and main.domain in ("", "ai.onnx"):
+        return "function", PRINTED_ALONE[LAYER_NORM]
     suffix = PRINTED_SUFFIX.get(activation, activation) if activation else ""
     if not _weighted(main, consts):
         if len(group.nodes) > 1 and main.op_type not in FUSING_PRODUCERS and activation:
@@ -581,9 +594,12 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
                 "elementwise" if op in _ELEMENTWISE else "data" if op in _DATA else "other")
         return kind, PRINTED_NAME.get(op, op) + suffix
     name, kind = ("ConvTranspose" if main.op_type == "ConvTranspose" else "Conv"), _WEIGHTED_KINDS[main.op_type]
-    second = group.nodes[1] if len(group.nodes) > 1 else None
-    if (main.op_type == "Conv" and second is not None and second.op_type == "Add"
-            and len([i for i in second.input if i not in consts]) == 2):   # a residual Add
+    after = list(group.nodes[1:])
+    if main.op_type in ("MatMul", "Gemm") and after and after[0].op_type == "Add" \
+            and len([i for i in after[0].input if i not in consts]) == 1:
+        after = after[1:]   # the MatMul's bias: the residual Add comes next
+    if (main.op_type in ("Conv", "MatMul", "Gemm") and after and after[0].op_type == "Add"
+            and len([i for i in after[0].input if i not in consts]) == 2):   # a residual Add
         name, kind = name + "Add", "conv+add"
     return kind, name + suffix
 

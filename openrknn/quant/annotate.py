@@ -40,12 +40,13 @@ WEIGHTED_KINDS = frozenset({QCONV, QCONVT, QMATMUL})
 
 # Layers the NPU runs in float16 in quantized models: transcendental or normalising maths whose
 # int8 outputs would lose most of their information (seed 002 §7: such layers are the usual
-# hybrid-quantization candidates); recurrent and control-flow ops.
+# hybrid-quantization candidates); recurrent and control-flow ops. (LayerNormalization and
+# InstanceNormalization are not: the layer record's ``npu_layers.NORM_OPS`` read and store int8.)
 FLOAT_OPS = frozenset({
-    "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf", "LayerNormalization",
-    "InstanceNormalization", "GroupNormalization", "Cast", "LSTM", "GRU", "RNN", "If", "Loop", "Scan",
+    "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf",
+    "GroupNormalization", "Cast", "LSTM", "GRU", "RNN", "If", "Loop", "Scan",
     "ReduceL2", "ReduceLogSumExp", "CumSum",
-})
+}) - npu_layers.NORM_OPS
 PASS_OPS = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Slice",
                       "Gather", "Split"})
 PASS_OPS_OPSET12 = frozenset({"MaxPool"})
