@@ -171,7 +171,29 @@ def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None
     name = _activation_name(view, [view.nodes[m] for m in members])
     if name == "HardSwish":
         members = _hardswish_only(view, members)
+    elif name in _RELU_FAMILY:
+        members = _without_trailing_affine(view, members)
     return (members, name) if name else None
+
+
+_RELU_FAMILY = frozenset({"Relu", "LeakyRelu", "PRelu"})
+
+
+def _without_trailing_affine(view: _View, members: list[int]) -> list[int]:
+    """Drop a constant scale + offset (``Mul`` then ``Add``, either operand order) after a ReLU:
+    rknn-toolkit2 stores the ReLU's output and runs them as layers of their own (``Mul FLOAT`` +
+    ``Add`` for ``Mul(c, x)``, one ``BatchNormalization`` for ``Mul(x, c)``; measured on probe
+    graphs). A lone scale stays in the layer (rknn-toolkit2 folds it away too)."""
+    ordered = sorted(members)
+    last = max(i for i in ordered if view.nodes[i].op_type in _NONLINEAR)
+    rest = [view.nodes[i] for i in ordered if i > last]
+    if [n.op_type for n in rest] != ["Mul", "Add"] or any(len(view.data_inputs(n)) != 1 for n in rest):
+        return members
+    keep = [i for i in ordered if i <= last]
+    exits = _exits(view, keep)
+    if len(exits) != 1 or exits[0] != view.nodes[keep[-1]].output[0]:
+        return members
+    return [m for m in members if m in keep]
 
 
 def _hardswish_only(view: _View, members: list[int]) -> list[int]:

@@ -1,5 +1,5 @@
 """A layer whose first input is a constant (paddle2onnx's learnable scale ``Mul(c, x)`` after an
-activation, PP-LCNetV3 / PP-OCRv4 rec): rknn-toolkit2 2.5.0 prints the type it stores that
+activation, PP-LCNetV3 / PP-OCRv4 rec) — after a hard-swish or a ReLU a layer of its own: rknn-toolkit2 2.5.0 prints the type it stores that
 constant in — ``Mul FLOAT`` for one scale, ``Mul INT16`` per channel in int8 builds, ``FLOAT16``
 per channel in float16 builds — while the layer reads and stores int8 (its Feature Tensor table:
 the Mul's output INT8). Measured on these probe graphs; ``Mul(x, c) → Add`` is one
@@ -21,21 +21,25 @@ from tests.helpers import quantized_build
 C = 8
 
 
-def scaled_hardswish(path: Path, scale_shape: tuple[int, ...], constant_first: bool = True) -> Path:
-    """Conv → hard-swish → Mul(scale, x) → Add(offset) → Conv."""
+def scaled_hardswish(path: Path, scale_shape: tuple[int, ...], constant_first: bool = True,
+                     relu: bool = False) -> Path:
+    """Conv → hard-swish (or ReLU) → Mul(scale, x) → Add(offset) → Conv."""
     rng = np.random.default_rng(0)
     arrays = {"w0": rng.normal(0, 0.3, (C, 3, 3, 3)), "b0": rng.normal(0, 0.1, C), "three": [3.0], "lo": 0.0,
               "hi": 6.0, "six": [6.0], "scale": rng.uniform(0.5, 1.5, scale_shape),
               "offset": rng.uniform(-0.2, 0.2, scale_shape), "w1": rng.normal(0, 0.3, (C, C, 3, 3))}
     inits = [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in arrays.items()]
+    act = "r" if relu else "h"
     nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c0", "three"], ["h_a"]),
              helper.make_node("Clip", ["h_a", "lo", "hi"], ["h_c"]),
              helper.make_node("Mul", ["c0", "h_c"], ["h_m"]),
              helper.make_node("Div", ["h_m", "six"], ["h"]),
-             helper.make_node("Mul", ["scale", "h"] if constant_first else ["h", "scale"], ["scaled"], name="scale"),
+             helper.make_node("Relu", ["c0"], ["r"]),
+             helper.make_node("Mul", ["scale", act] if constant_first else [act, "scale"], ["scaled"], name="scale"),
              helper.make_node("Add", ["scaled", "offset"], ["shifted"], name="offset"),
              helper.make_node("Conv", ["shifted", "w1"], ["y"], name="conv1", pads=[1, 1, 1, 1])]
+    nodes = [n for n in nodes if n.output[0] not in (("h_a", "h_c", "h_m", "h") if relu else ("r",))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, 8, 8])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
@@ -74,6 +78,16 @@ def test_scale_constant_first_in_a_float16_build(tmp_path):
 def test_scale_constant_second_is_one_batchnorm_layer(tmp_path):
     rknn = quantized_build(scaled_hardswish(tmp_path / "m.onnx", (1,), constant_first=False), _samples())
     assert ("BatchNormalization", "INT8") in _rows(rknn) and not any(op == "Mul" for op, _ in _rows(rknn))
+
+
+@pytest.mark.parametrize("constant_first, layers", [
+    (True, [("ConvRelu", "INT8"), ("Mul", "FLOAT"), ("Add", "INT8")]),
+    (False, [("ConvRelu", "INT8"), ("BatchNormalization", "INT8")])])
+def test_scale_and_offset_after_relu_are_layers_of_their_own(tmp_path, constant_first, layers):
+    """The scale and offset are not folded into the ReLU's layer (they were: one ``ConvRelu``)."""
+    rknn = quantized_build(scaled_hardswish(tmp_path / "m.onnx", (1,), constant_first, relu=True), _samples())
+    assert _rows(rknn) == [("InputOperator", "INT8")] + layers + [("Conv", "INT8"), ("OutputOperator", "INT8")]
+    assert rknn._model.tensor_dtypes["r"] == "int8"   # the ReLU's output is stored
 
 
 def test_the_simulator_scales_in_float_and_requantizes(tmp_path):
