@@ -298,8 +298,8 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
     constant ``Mul``/``Add``/``Sub``/``Div`` steps after an element-wise layer are layers of their
     own — ``Mul(x, c) → Add(·, c)`` one ``BatchNormalization`` layer, a ``Mul(c, x)`` (constant
     first, as paddle2onnx exports PP-LCNetV3's learnable scale) a ``Mul`` layer and the ``Add``
-    after it another (rknn-toolkit2 runs that ``Mul`` in float16; here it stays int8, see
-    docs/fidelity.md). ``fuse_constant_steps=True`` is openrknn's exact extra fusion
+    after it another (printed ``Mul FLOAT``: :attr:`LayerRecord.operand_dtype`; it reads and
+    stores int8). ``fuse_constant_steps=True`` is openrknn's exact extra fusion
     (the steps join the layer before them: one int8 rounding fewer); never the default. The
     input stage's mean/std steps are always one layer with the input."""
     view = _View(model.graph)
