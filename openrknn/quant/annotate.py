@@ -177,7 +177,8 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
     f_out = [o for o in node.output if o in plan.float_tensors]
     if not f_out:
         return OTHER
-    if (not integer or not f_in or node.domain not in ("", "ai.onnx") or node.op_type in FLOAT_OPS
+    if (not integer or not f_in or node.domain not in ("", "ai.onnx")
+            or (node.op_type in FLOAT_OPS and not npu_layers.integer_power(node, inits))
             or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
         return FLOAT
     if node.op_type == "Div" and len(node.input) > 1 and node.input[1] not in inits:

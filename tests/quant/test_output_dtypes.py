@@ -81,3 +81,25 @@ def test_lopsided_concat_on_the_output_is_int8_and_warned(tmp_path, capsys):
     assert rknn._model.tensor_dtypes["y"] == "int8"
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("W build: Concat")]
     assert len(lines) == 1 and "'head_concat'" in lines[0] and "into one int8 tensor" in lines[0], lines
+
+
+def _decode(path: Path, exponent: float) -> Path:
+    """yolov5's box decode tail: Conv → Sigmoid → ·2 → Pow(exponent) → ·anchor, joined with the
+    scores (so the Sigmoid is stored, as after yolov5's Split) → output."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.5, (4, 3, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.float32(2.0), "two"), numpy_helper.from_array(np.float32(exponent), "e"),
+             numpy_helper.from_array(np.float32(16.0), "anchor")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"]), helper.make_node("Sigmoid", ["c"], ["s"]),
+             helper.make_node("Mul", ["s", "two"], ["d"]), helper.make_node("Pow", ["d", "e"], ["p"], name="pow"),
+             helper.make_node("Mul", ["p", "anchor"], ["wh"]), helper.make_node("Concat", ["wh", "s"], ["y"], axis=1)]
+    return _save(path, nodes, inits, [1, 8, 8, 8])
+
+
+def test_square_in_a_box_decode_is_int8_as_the_vendor_runs_it(tmp_path):
+    """rknn-toolkit2 prints yolov5's ``Pow`` by 2 as ``Pow INT8`` and keeps the tail after it int8."""
+    rknn = quantized_build(_decode(tmp_path / "m.onnx", 2.0), _samples())
+    assert rknn._model.tensor_dtypes["p"] == "int8" and rknn._model.tensor_dtypes["y"] == "int8"
+    assert ("Pow", "INT8") in _rows(rknn)
+    other = quantized_build(_decode(tmp_path / "m2.onnx", 0.5), _samples())   # any other power: float16
+    assert other._model.tensor_dtypes["p"] == "float16" and ("Pow", "FLOAT16") in _rows(other)
