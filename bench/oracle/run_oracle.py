@@ -272,7 +272,7 @@ def corpus(cache: Path) -> list[str]:
 def why(record: dict) -> str:
     """The largest OpType×dtype differences (what to read when a target is missed)."""
     t, o = collections.Counter(record.get("hist_rknn", {})), collections.Counter(record.get("hist_openrknn", {}))
-    diffs = sorted(set(t) | set(o), key=lambda k: -abs(t[k] - o[k]))
+    diffs = sorted(set(t) | set(o), key=lambda k: (-abs(t[k] - o[k]), k))   # ties: by name, a stable table
     return ", ".join(f"{k} {t[k]}/{o[k]}" for k in diffs[:3] if t[k] != o[k])
 
 

@@ -42,12 +42,13 @@ NORM_OPS = frozenset({"LayerNormalization", "InstanceNormalization"})
 
 
 def integer_power(node: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> bool:
-    """A ``Pow`` by the constant 2: rknn-toolkit2 runs it as an int8 layer (``Pow INT8``, yolov5's
-    box decode ``(2·σ)² · anchor``, measured in the oracle corpus); other powers stay float16."""
+    """A ``Pow`` by a constant whole number: rknn-toolkit2 runs it as an int8 layer (``Pow INT8``:
+    yolov5's box decode ``(2·σ)² · anchor`` in the oracle corpus, probes with exponents 2 and 3);
+    other powers (a square root ...) stay float16."""
     if node.op_type != "Pow" or len(node.input) != 2 or node.input[1] not in initializers:
         return False
     exponent = numpy_helper.to_array(initializers[node.input[1]])
-    return exponent.size == 1 and float(exponent.ravel()[0]) == 2.0
+    return exponent.size == 1 and float(exponent.ravel()[0]).is_integer() and float(exponent.ravel()[0]) >= 2
 
 # Producers the NPU fuses a following activation into (seed 002 §8.4.2). A ReduceSum over the
 # channels is lowered to a 1×1 convolution by rknn-toolkit2, which fuses the Clip after it
