@@ -7,7 +7,8 @@ ONNX and MediaPipe TFLite models. Both toolkits calibrate on the same pictures (
 resized; random values for a non-image input). Rockchip's toolkit runs in its own venv
 (``/work/rknn-ref`` or ``--reference-venv``) as a subprocess, with ``-I`` from a folder outside the
 repository. Per model, platform and dtype it records (a JSON file in the cache; finished runs are
-kept, so the corpus resumes):
+kept, so the corpus resumes; rknn-toolkit2's rows, scales and stored tensors are kept apart in
+``vendor/``, so deleting a result re-runs only openrknn's side):
 
 * the layer count of the "Network Layer Information Table" and of openrknn's ``eval_perf``;
 * the OpType × DataType histogram of both;
@@ -239,10 +240,18 @@ def run_one(name: str, platform: str, dtype: str, cache: Path, venv: Path) -> di
         record = {"model": name, "platform": platform, "dtype": dtype}
         (tmp / "v").mkdir()
         (tmp / "o").mkdir()
-        try:
-            theirs = vendor(job, tmp / "v", venv)
-        except Exception as e:  # noqa: BLE001 - recorded: the oracle could not run
-            theirs, record["rknn_error"] = None, str(e)
+        vendor_path = cache / "vendor" / result_path.name   # rknn-toolkit2's side does not change: kept
+        if vendor_path.exists():
+            theirs = json.loads(vendor_path.read_text())
+        else:
+            try:
+                theirs = vendor(job, tmp / "v", venv)
+            except Exception as e:  # noqa: BLE001 - recorded: the oracle could not run
+                theirs = {"error": str(e)}
+            vendor_path.parent.mkdir(parents=True, exist_ok=True)
+            vendor_path.write_text(json.dumps(theirs))
+        if "error" in theirs:
+            theirs, record["rknn_error"] = None, theirs["error"]
         try:
             mine = ours(job, tmp / "o")
         except BaseException as e:  # noqa: BLE001 - recorded, the corpus goes on
@@ -263,7 +272,7 @@ def corpus(cache: Path) -> list[str]:
 def why(record: dict) -> str:
     """The largest OpType×dtype differences (what to read when a target is missed)."""
     t, o = collections.Counter(record.get("hist_rknn", {})), collections.Counter(record.get("hist_openrknn", {}))
-    diffs = sorted(set(t) | set(o), key=lambda k: -abs(t[k] - o[k]))
+    diffs = sorted(set(t) | set(o), key=lambda k: (-abs(t[k] - o[k]), k))   # ties: by name, a stable table
     return ", ".join(f"{k} {t[k]}/{o[k]}" for k in diffs[:3] if t[k] != o[k])
 
 

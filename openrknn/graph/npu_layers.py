@@ -22,6 +22,7 @@ tanh forms; and the single-node activations (Relu, Clip, HardSigmoid, ...).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import onnx
@@ -34,6 +35,20 @@ FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
 LAYER_NORM = "LayerNorm"   # the function name of a decomposed-normalisation layer
 ATTENTION = "SDPAttention"   # ... and of a scaled dot-product attention layer
 FUNCTION_LAYERS = frozenset({LAYER_NORM, ATTENTION})   # integer in and out, float32 inside
+# Normalisation ops rknn-toolkit2 2.5.0 runs as one ``exNorm`` layer that reads and stores the
+# build's activation dtype (``exNorm INT8``), float inside — like a decomposed LayerNorm (measured:
+# a transformer encoder's LayerNormalization, FPN's GroupNorm exported as InstanceNormalization).
+NORM_OPS = frozenset({"LayerNormalization", "InstanceNormalization"})
+
+
+def integer_power(node: onnx.NodeProto, initializers: dict[str, onnx.TensorProto]) -> bool:
+    """A ``Pow`` by a constant whole number: rknn-toolkit2 runs it as an int8 layer (``Pow INT8``:
+    yolov5's box decode ``(2·σ)² · anchor`` in the oracle corpus, probes with exponents 2 and 3);
+    other powers (a square root ...) stay float16."""
+    if node.op_type != "Pow" or len(node.input) != 2 or node.input[1] not in initializers:
+        return False
+    exponent = numpy_helper.to_array(initializers[node.input[1]])
+    return exponent.size == 1 and float(exponent.ravel()[0]).is_integer() and float(exponent.ravel()[0]) >= 2
 
 # Producers the NPU fuses a following activation into (seed 002 §8.4.2). A ReduceSum over the
 # channels is lowered to a 1×1 convolution by rknn-toolkit2, which fuses the Clip after it
@@ -166,7 +181,29 @@ def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None
     name = _activation_name(view, [view.nodes[m] for m in members])
     if name == "HardSwish":
         members = _hardswish_only(view, members)
+    elif name in _RELU_FAMILY:
+        members = _without_trailing_affine(view, members)
     return (members, name) if name else None
+
+
+_RELU_FAMILY = frozenset({"Relu", "LeakyRelu", "PRelu"})
+
+
+def _without_trailing_affine(view: _View, members: list[int]) -> list[int]:
+    """Drop a constant scale + offset (``Mul`` then ``Add``, either operand order) after a ReLU:
+    rknn-toolkit2 stores the ReLU's output and runs them as layers of their own (``Mul FLOAT`` +
+    ``Add`` for ``Mul(c, x)``, one ``BatchNormalization`` for ``Mul(x, c)``; measured on probe
+    graphs). A lone scale stays in the layer (rknn-toolkit2 folds it away too)."""
+    ordered = sorted(members)
+    last = max(i for i in ordered if view.nodes[i].op_type in _NONLINEAR)
+    rest = [view.nodes[i] for i in ordered if i > last]
+    if [n.op_type for n in rest] != ["Mul", "Add"] or any(len(view.data_inputs(n)) != 1 for n in rest):
+        return members
+    keep = [i for i in ordered if i <= last]
+    exits = _exits(view, keep)
+    if len(exits) != 1 or exits[0] != view.nodes[keep[-1]].output[0]:
+        return members
+    return [m for m in members if m in keep]
 
 
 def _hardswish_only(view: _View, members: list[int]) -> list[int]:
@@ -271,8 +308,8 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
     constant ``Mul``/``Add``/``Sub``/``Div`` steps after an element-wise layer are layers of their
     own — ``Mul(x, c) → Add(·, c)`` one ``BatchNormalization`` layer, a ``Mul(c, x)`` (constant
     first, as paddle2onnx exports PP-LCNetV3's learnable scale) a ``Mul`` layer and the ``Add``
-    after it another (rknn-toolkit2 runs that ``Mul`` in float16; here it stays int8, see
-    docs/fidelity.md). ``fuse_constant_steps=True`` is openrknn's exact extra fusion
+    after it another (printed ``Mul FLOAT``: :attr:`LayerRecord.operand_dtype`; it reads and
+    stores int8). ``fuse_constant_steps=True`` is openrknn's exact extra fusion
     (the steps join the layer before them: one int8 rounding fewer); never the default. The
     input stage's mean/std steps are always one layer with the input."""
     view = _View(model.graph)
@@ -324,7 +361,7 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if bias is not None and bias not in taken:   # MatMul + Add(constant): a Gemm with its bias
             members.append(bias)
             tensor = view.nodes[bias].output[0]
-        residual = _residual_add(view, index, cpu_nodes)
+        residual = _residual_add(view, index, members[-1], cpu_nodes)
         if residual is not None and residual not in taken:
             members.append(residual)
             tensor = view.nodes[residual].output[0]
@@ -394,12 +431,19 @@ def _bias_add(view: _View, matmul: int, cpu_nodes: frozenset[str]) -> int | None
     return add if add is not None and sum(i in view.consts for i in view.nodes[add].input) == 1 else None
 
 
-def _residual_add(view: _View, conv: int, cpu_nodes: frozenset[str]) -> int | None:
-    """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd."""
-    add = _sole_add(view, conv, "Conv", cpu_nodes)
+def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str]) -> int | None:
+    """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd. A MatMul
+    or Gemm with a constant weight (and its bias ``tail``) takes the residual ``Add`` after it the same way:
+    rknn-toolkit2 lowers it to a 1×1 Conv and prints ``ConvAdd`` (measured: the attention and MLP
+    projections of PP-OCRv4 rec's SVTR blocks and of a transformer encoder)."""
+    producer = view.nodes[conv]
+    if producer.op_type != "Conv" and not (producer.op_type in ("MatMul", "Gemm") and len(producer.input) > 1
+                                           and producer.input[1] in view.consts):
+        return None
+    add = _sole_add(view, tail, view.nodes[tail].op_type, cpu_nodes)
     if add is None:
         return None
-    other = [i for i in view.nodes[add].input if i != view.nodes[conv].output[0]]
+    other = [i for i in view.nodes[add].input if i != view.nodes[tail].output[0]]
     if len(other) != 1 or other[0] in view.consts:
         return None
     # the NPU reads the other operand from memory: it must exist before this Conv runs (the Add
@@ -535,6 +579,13 @@ class LayerRecord:
         stored: the tensors the layer writes to memory.
         dtype: the dtype of its first stored tensor (``tensor_dtypes``, else the default given).
         node_outputs: the first output of each member node (what identifies a node in a graph).
+        operand_dtype: the DataType rknn-toolkit2 prints for the layer when its main node's first
+            input is a constant (None otherwise: the activations' dtype is printed). It prints the
+            type it stores that constant in — ``float`` for the one scale of a ``Mul(c, x)``
+            (paddle2onnx's learnable scale: ``Mul FLOAT``), ``int16`` for per-channel scales,
+            ``int32`` for an ``Add(c, x)`` offset (measured, rknn-toolkit2 2.5.0, int8) — while the
+            layer reads and stores int8 like its neighbours: the scale multiplies in float, the
+            result is requantized (``qfloat``, what both simulators run).
     """
 
     name: str
@@ -545,6 +596,7 @@ class LayerRecord:
     stored: tuple[str, ...]
     dtype: str
     node_outputs: tuple[str, ...] = ()
+    operand_dtype: str | None = None
 
 
 def _weighted(node: onnx.NodeProto, consts: set[str]) -> bool:
@@ -559,6 +611,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
     activation = group.activation if len(group.nodes) > 1 else None
     if activation in FUNCTION_LAYERS:
         return "function", PRINTED_ALONE[activation]
+    if main.op_type in NORM_OPS and main.domain in ("", "ai.onnx"):
+        return "function", PRINTED_ALONE[LAYER_NORM]
     suffix = PRINTED_SUFFIX.get(activation, activation) if activation else ""
     if not _weighted(main, consts):
         if len(group.nodes) > 1 and main.op_type not in FUSING_PRODUCERS and activation:
@@ -572,11 +626,32 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
                 "elementwise" if op in _ELEMENTWISE else "data" if op in _DATA else "other")
         return kind, PRINTED_NAME.get(op, op) + suffix
     name, kind = ("ConvTranspose" if main.op_type == "ConvTranspose" else "Conv"), _WEIGHTED_KINDS[main.op_type]
-    second = group.nodes[1] if len(group.nodes) > 1 else None
-    if (main.op_type == "Conv" and second is not None and second.op_type == "Add"
-            and len([i for i in second.input if i not in consts]) == 2):   # a residual Add
+    after = list(group.nodes[1:])
+    if main.op_type in ("MatMul", "Gemm") and after and after[0].op_type == "Add" \
+            and len([i for i in after[0].input if i not in consts]) == 1:
+        after = after[1:]   # the MatMul's bias: the residual Add comes next
+    if (main.op_type in ("Conv", "MatMul", "Gemm") and after and after[0].op_type == "Add"
+            and len([i for i in after[0].input if i not in consts]) == 2):   # a residual Add
         name, kind = name + "Add", "conv+add"
     return kind, name + suffix
+
+
+_INTEGER_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int4"})
+
+
+def constant_operand_dtype(group: LayerGroup, constant_sizes: dict[str, int], quantized: bool) -> str | None:
+    """The type rknn-toolkit2 prints for a layer whose main node reads a constant first (see
+    :attr:`LayerRecord.operand_dtype`), None for any other layer. Measured on probe graphs: int8
+    builds print ``Mul FLOAT`` (one value), ``Mul INT16`` (per channel), ``Add INT32``; float16
+    builds ``Mul FLOAT`` / ``Add FLOAT`` for one value and FLOAT16 per channel."""
+    main = group.main
+    if main.domain not in ("", "ai.onnx") or main.op_type not in ("Mul", "Add") or len(main.input) != 2 \
+            or main.input[0] not in constant_sizes or main.input[1] in constant_sizes:
+        return None
+    one_value = constant_sizes[main.input[0]] == 1
+    if quantized:
+        return "int32" if main.op_type == "Add" else "float" if one_value else "int16"
+    return "float" if one_value else None
 
 
 def target_for(node: onnx.NodeProto, chip: object | None = None) -> str | None:
@@ -594,7 +669,10 @@ def cpu_nodes(graph: onnx.GraphProto, op_target: dict[str, str] | None) -> froze
 def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None = None,
                   default_dtype: str = "float16") -> list[LayerRecord]:
     """The typed layer list of a marked graph, in graph order (see :class:`LayerRecord`)."""
-    consts = {i.name for i in graph.initializer} | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    sizes = {i.name: math.prod(i.dims) for i in graph.initializer}
+    sizes.update({n.output[0]: math.prod(a.t.dims) for n in graph.node if n.op_type == "Constant" and n.output
+                  for a in n.attribute if a.name == "value"})
+    consts = set(sizes) | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
     dtypes = tensor_dtypes or {}
     records = []
     for group in layer_groups(graph):
@@ -606,7 +684,8 @@ def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None =
         dtype = dtypes.get(stored[0], default_dtype) if stored else default_dtype
         records.append(LayerRecord(group.name, tuple(n.name or n.output[0] for n in group.nodes), kind, op_name,
                                    "CPU" if cpu else "NPU", stored, dtype,
-                                   tuple(n.output[0] if n.output else "" for n in group.nodes)))
+                                   tuple(n.output[0] if n.output else "" for n in group.nodes),
+                                   constant_operand_dtype(group, sizes, dtype in _INTEGER_DTYPES)))
     return records
 
 

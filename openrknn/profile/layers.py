@@ -202,6 +202,17 @@ class LayerBuilder:
     def info(self, name: str) -> TensorInfo:
         return TensorInfo(name, self.g.shape(name), self.dtype(name), name in self.g.consts)
 
+    def _weight_info(self, name: str) -> TensorInfo:
+        """A weight or bias: a float initializer the quantizer left unquantized (the weights of a
+        layer hybrid quantization puts in float16) is stored in float16. (A model the quantizer did not
+        produce — the cost model's reference networks — keeps the build's weight dtype.)"""
+        info = self.info(name)
+        if (self.model.is_quantized and "quantization" in (self.model.metadata or {})
+                and name not in self.model.quant_params
+                and self.g.elem_type.get(name) == TensorProto.FLOAT):
+            return TensorInfo(name, info.shape, "float16", True)
+        return info
+
     # --- build ------------------------------------------------------------------------------
     def build(self) -> list[Layer]:
         self._groups = {}
@@ -249,14 +260,15 @@ class LayerBuilder:
         acts = [i for n in group for i in n.input if i and i not in self.g.consts
                 and i not in {o for m in group for o in m.output}]
         weights = [i for i in main.input[1:] if i in self.g.consts] if self._is_weighted(main) else []
-        inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self.info(w) for w in weights]
+        inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self._weight_info(w) for w in weights]
         outputs = [self.info(o) for o in last.output if o]
         kind, conv = self._kind(main)
         record = self._record(group)
         if len(group) > 1 and record is not None and record.op_name == npu_layers.PRINTED_ALONE[npu_layers.ATTENTION]:
             kind, conv = self._attention_kind(group)
-        layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU",
-                      inputs[0].dtype if inputs else self.act_dtype, inputs, outputs, conv,
+        printed_dtype = (record.operand_dtype if record is not None else None) or (
+            inputs[0].dtype if inputs else self.act_dtype)
+        layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU", printed_dtype, inputs, outputs, conv,
                       tuple(n.name for n in group),
                       low_efficiency=len(group) == 1 and main.op_type in op_support.LOW_EFFICIENCY_OPS)
         layer.target = self._target(main, layer, record)

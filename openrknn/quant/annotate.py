@@ -42,12 +42,13 @@ WEIGHTED_KINDS = frozenset({QCONV, QCONVT, QMATMUL})
 
 # Layers the NPU runs in float16 in quantized models: transcendental or normalising maths whose
 # int8 outputs would lose most of their information (seed 002 §7: such layers are the usual
-# hybrid-quantization candidates); recurrent and control-flow ops.
+# hybrid-quantization candidates); recurrent and control-flow ops. (LayerNormalization and
+# InstanceNormalization are not: the layer record's ``npu_layers.NORM_OPS`` read and store int8.)
 FLOAT_OPS = frozenset({
-    "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf", "LayerNormalization",
-    "InstanceNormalization", "GroupNormalization", "Cast", "LSTM", "GRU", "RNN", "If", "Loop", "Scan",
+    "Softmax", "LogSoftmax", "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf",
+    "GroupNormalization", "Cast", "LSTM", "GRU", "RNN", "If", "Loop", "Scan",
     "ReduceL2", "ReduceLogSumExp", "CumSum",
-})
+}) - npu_layers.NORM_OPS
 PASS_OPS = frozenset({"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Slice",
                       "Gather", "Split"})
 PASS_OPS_OPSET12 = frozenset({"MaxPool"})
@@ -205,7 +206,8 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
     f_out = [o for o in node.output if o in plan.float_tensors]
     if not f_out:
         return OTHER
-    if (not integer or not f_in or node.domain not in ("", "ai.onnx") or node.op_type in FLOAT_OPS
+    if (not integer or not f_in or node.domain not in ("", "ai.onnx")
+            or (node.op_type in FLOAT_OPS and not npu_layers.integer_power(node, inits))
             or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
         return FLOAT
     if node.op_type == "Div" and len(node.input) > 1 and node.input[1] not in inits:

@@ -159,20 +159,40 @@ def _float16_safe(magnitude: float) -> bool:
     return magnitude == 0 or FLOAT16_NORMAL_MIN <= magnitude <= FLOAT16_SAFE_MAX
 
 
+USER_INTEGER = "user"   # the reader kind of a graph output the user receives as the integers the NPU stores
+
+
+def _float_computed(tensor: str, producer_kind: dict[str, str | None], producers: dict[str, onnx.NodeProto]) -> bool:
+    """Whether ``tensor`` comes from a float16 layer, directly or through data-movement layers."""
+    seen = set()
+    while tensor in producers and tensor not in seen:
+        seen.add(tensor)
+        kind = producer_kind.get(tensor)
+        if kind != annotate.PASS:
+            return kind in (annotate.FLOAT, annotate.OTHER)
+        tensor = producers[tensor].input[0]
+    return False
+
+
 def _float_outputs(graph: onnx.ModelProto, keep_integer: set[str] = frozenset()) -> set[str]:
-    """Tensors left in float16 because only float16 layers (or the user) read them.
+    """Tensors left in float16 because only float16 layers read them.
 
     An integer Conv/MatMul read only by float layers writes float16 (``s_x·s_w·acc + b``) instead
     of requantizing; an element-wise integer layer (``qfloat``) or a data-movement layer (``pass``:
     Reshape, Slice, Transpose, ...) in that position becomes a float16 layer, which can in turn
-    free its producer — repeated until nothing changes, so the tail of a network after its last
-    integer layer (logits → Softmax, a Conv → Slice → Pow spectrum) stays in float16.
+    free its producer — repeated until nothing changes, so what follows a float16 layer (Softmax →
+    Reshape, a Conv → Slice → Pow spectrum) stays in float16.
+    The user reads a graph output as rknn-toolkit2 2.5.0 stores it (measured on 30 architectures:
+    ``OutputOperator INT8`` unless a float16 layer computes it): int8 when an integer layer writes
+    it — a Conv/Sigmoid/Concat tail stays integer — float16 when a float16 layer does, directly or
+    through data-movement layers (Softmax → Reshape: ``OutputOperator FLOAT16``).
     Tensors in ``keep_integer`` (calibrated magnitudes outside float16's range: outputs of
     1e-9 … 1e-14 would underflow to 0, scores of 1e5 overflow to inf) stay integer, with the scale
     their range needs.
     """
     outputs = {o.name for o in graph.graph.output}
     float_readers = (annotate.FLOAT, annotate.OTHER, annotate.INTERNAL)
+    producers = {o: n for n in graph.graph.node for o in n.output if o}
     # a step inside an NPU layer reads as its layer does: integer when the layer's output is
     exit_of: dict[str, onnx.NodeProto] = {}
     for group in npu_layers.layer_groups(graph.graph):
@@ -191,6 +211,10 @@ def _float_outputs(graph: onnx.ModelProto, keep_integer: set[str] = frozenset())
                 kind = annotate.node_kind(exit_of[node.output[0]])
             for name in node.input:
                 readers.setdefault(name, []).append(kind)
+        producer_kind = {o: annotate.node_kind(n) for n in graph.graph.node for o in n.output if o}
+        for name in outputs:   # the user reads an output in the dtype its layer computes in (see above)
+            readers.setdefault(name, []).append(annotate.FLOAT if _float_computed(name, producer_kind, producers)
+                                                else USER_INTEGER)
         for node in graph.graph.node:
             kind = annotate.node_kind(node)
             if kind not in annotate.WEIGHTED_KINDS | {annotate.QMATMUL2, annotate.QFLOAT, annotate.PASS}:

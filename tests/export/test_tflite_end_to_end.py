@@ -3,6 +3,8 @@ export (``init_runtime(simulate='tflite')``), whole-model and layer by layer, on
 with the structures the export failed on and on every shared model (docs/deployment.md)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -75,12 +77,35 @@ def test_generated_model_agrees_end_to_end_and_per_layer(tmp_path, name):
     assert all(c.float_ok for c in checks), [c for c in checks if not c.float_ok]
 
 
+def _float_tail(rknn, tmp_path, stored: str):
+    """``rknn``'s model rebuilt with the layer that stores ``stored`` in float16 (hybrid quantization)."""
+    import yaml
+    from rknn.api import RKNN
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        assert rknn.hybrid_quantization_step1(dataset=str(tmp_path / "ds.txt")) == 0
+        name = next(tmp_path.glob("*.quantization.cfg")).name[:-len(".quantization.cfg")]
+        cfg = yaml.safe_load((tmp_path / f"{name}.quantization.cfg").read_text())
+        cfg["custom_quantize_layers"] = {stored: "float16"}
+        (tmp_path / f"{name}.quantization.cfg").write_text(yaml.safe_dump(cfg))
+        hybrid = RKNN()
+        assert hybrid.hybrid_quantization_step2(f"{name}.model", f"{name}.data", f"{name}.quantization.cfg") == 0
+        return hybrid
+    finally:
+        os.chdir(here)
+
+
 def test_ocr_detector_last_float_layer_is_checked_and_reads_the_stored_int8(tmp_path):
-    """The PP-OCR detector's last layer (ConvTranspose → Add → Sigmoid, run in float) was skipped by
+    """The PP-OCR detector's last layer (ConvTranspose → Add → Sigmoid) run in float was skipped by
     the per-layer check, and in the whole file it read the float value of the layer before instead of
-    the int8 the model stores: a map unlike the simulator's."""
+    the int8 the model stores: a map unlike the simulator's. (By default that layer is int8, as
+    rknn-toolkit2 builds it; hybrid quantization moves it to float16 here.)"""
     from openrknn.export.tflite.verify import FLOAT_TOLERANCE, compare_layers
     rknn, feeds = _build(tmp_path, "ocr_head")
+    assert rknn._model.tensor_dtypes["y"] == "int8"
+    rknn = _float_tail(rknn, tmp_path, "y")
+    assert rknn._model.tensor_dtypes["y"] == "float16"
     checks = compare_layers(rknn._model, _model_feeds(rknn._model, feeds))   # against the float16 simulator
     last = [c for c in checks if "TRANSPOSE_CONV" in c.ops and "LOGISTIC" in c.ops]
     assert len(last) == 1 and last[0].max_float_error <= FLOAT_TOLERANCE, checks

@@ -20,15 +20,24 @@ def param_range(params) -> tuple[float, float]:
 def intermediate_range(ex, group, tensor: str) -> tuple[float, float]:
     """The (low, high) real range for the int8 form of ``tensor``, an internal tensor of ``group``."""
     nodes = group.nodes[1:]
-    residual = next((n for n in nodes if n.op_type == "Add" and tensor in n.input
-                     and all(i == tensor or i in ex.params for i in n.input)), None)
+    # a MatMul's bias Add before the residual Add (MatMul → Add(b) → Add(other)): the residual reads
+    # tensor + b, so tensor's range is that range shifted by the bias
+    bias = next((n for n in nodes if n.op_type == "Add" and tensor in n.input and len(n.input) == 2
+                 and all(i == tensor or i in ex.inits for i in n.input)), None)
+    shift = (0.0, 0.0)
+    read = tensor
+    if bias is not None and any(n.op_type == "Add" and bias.output[0] in n.input for n in nodes):
+        values = ex.inits[next(i for i in bias.input if i != tensor)].astype(np.float64)
+        shift, read = (float(values.min()), float(values.max())), bias.output[0]
+    residual = next((n for n in nodes if n.op_type == "Add" and read in n.input
+                     and all(i == read or i in ex.params for i in n.input)), None)
     if residual is not None:
-        other = next(i for i in residual.input if i != tensor)
+        other = next(i for i in residual.input if i != read)
         added = residual.output[0]
         lo, hi = param_range(ex.params[added]) if added in ex.params else \
-            _inverse_range(ex, [n for n in nodes if n is not residual], added, group)
+            _inverse_range(ex, [n for n in nodes if n is not residual and n is not bias], added, group)
         o_lo, o_hi = param_range(ex.params[other])
-        return min(lo - o_hi, 0.0), max(hi - o_lo, 0.0)
+        return min(lo - o_hi - shift[1], 0.0), max(hi - o_lo - shift[0], 0.0)
     return _inverse_range(ex, nodes, tensor, group)
 
 
