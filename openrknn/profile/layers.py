@@ -202,13 +202,14 @@ class LayerBuilder:
     def info(self, name: str) -> TensorInfo:
         return TensorInfo(name, self.g.shape(name), self.dtype(name), name in self.g.consts)
 
-    def _weight_info(self, name: str) -> TensorInfo:
-        """A weight or bias: a float initializer the quantizer left unquantized (the weights of a
-        layer hybrid quantization puts in float16) is stored in float16. (A model the quantizer did not
-        produce — the cost model's reference networks — keeps the build's weight dtype.)"""
+    def _weight_info(self, name: str, weight: str) -> TensorInfo:
+        """A weight or bias of the layer whose weight is ``weight``: when the quantizer left that weight
+        unquantized (a layer hybrid quantization puts in float16), its float initializers are stored in
+        float16. (A model the quantizer did not produce — the cost model's reference networks — keeps the
+        build's weight dtype; an int16 layer's float bias does not make the layer float16.)"""
         info = self.info(name)
         if (self.model.is_quantized and "quantization" in (self.model.metadata or {})
-                and name not in self.model.quant_params
+                and weight not in self.model.quant_params
                 and self.g.elem_type.get(name) == TensorProto.FLOAT):
             return TensorInfo(name, info.shape, "float16", True)
         return info
@@ -260,7 +261,7 @@ class LayerBuilder:
         acts = [i for n in group for i in n.input if i and i not in self.g.consts
                 and i not in {o for m in group for o in m.output}]
         weights = [i for i in main.input[1:] if i in self.g.consts] if self._is_weighted(main) else []
-        inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self._weight_info(w) for w in weights]
+        inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self._weight_info(w, weights[0]) for w in weights]
         outputs = [self.info(o) for o in last.output if o]
         kind, conv = self._kind(main)
         record = self._record(group)
