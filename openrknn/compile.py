@@ -48,6 +48,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     log.info(f"build: optimizing the graph (optimization_level {cfg.optimization_level}) for {chip.name}")
     graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
+    graph = _lower_for_chip(graph, chip, do_quantization, cfg)
     npu_layers.mark_layers(graph, npu_layers.cpu_nodes(graph.graph, cfg.op_target))   # op_target is the record's
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
     if preprocess:
@@ -168,6 +169,17 @@ def _batch(rknn_batch_size: Any) -> int:
 def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
     from openrknn.graph.passes import optimize
     return optimize(model, level)
+
+
+def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: bool, cfg: ModelConfig) -> onnx.ModelProto:
+    """The chip's own lowering (``lowering`` in its data file): Convs too deep for one NPU pass are
+    split over their input channels, as rknn-toolkit2 does on that chip."""
+    from openrknn.graph.passes.wide_convs import split_wide_convs
+    from openrknn.quant.settings import DTYPES
+    spec = DTYPES.get(str(cfg.quantized_dtype)) if do_quantization else None
+    weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
+    split_wide_convs(model, chip.lowering.get("conv_split_input_bytes"), weight_bytes)
+    return model
 
 
 def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:

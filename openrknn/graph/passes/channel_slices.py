@@ -36,7 +36,7 @@ def lower_channel_slices(model: onnx.ModelProto) -> PassResult:
     modified = _shuffles_to_gather(model.graph, shapes)
     modified |= _drop_full_slices(model.graph, shapes)
     modified |= _slices_of_concat(model.graph, shapes)
-    modified |= _split_convs(model.graph)
+    modified |= split_sliced_convs(model.graph)
     modified |= _merge_gathers(model.graph)
     return PassResult(model, modified)
 
@@ -139,7 +139,7 @@ def _slices_of_concat(graph: onnx.GraphProto, shapes: dict[str, list[int]]) -> b
     return modified
 
 
-def _split_convs(graph: onnx.GraphProto) -> bool:
+def split_sliced_convs(graph: onnx.GraphProto) -> bool:
     """A Conv (no activation) read only by channel Slices/Split: one Conv per piece."""
     consts, outputs = _constants(graph), graph_output_names(graph)
     readers = consumers(graph)
@@ -242,6 +242,7 @@ def _shuffles_to_gather(graph: onnx.GraphProto, shapes: dict[str, list[int]]) ->
 
 
 GATHER_KEY = "openrknn.gather"   # a one-hot 1×1 Conv that only moves channels (made here)
+GATHERED_KEY = "openrknn.gathered"   # a Conv a gather was merged into (rknn-toolkit2 keeps its Concat)
 
 
 def _merge_gathers(graph: onnx.GraphProto) -> bool:
@@ -261,6 +262,8 @@ def _merge_gathers(graph: onnx.GraphProto) -> bool:
         merged = np.einsum("opyx,ps->osyx", weight, select)
         user.input[1] = _add_initializer(graph, f"{user.input[1]}_gathered", merged)
         user.input[0] = gather.input[0]
+        if not any(p.key == GATHERED_KEY for p in user.metadata_props):
+            user.metadata_props.add(key=GATHERED_KEY, value="1")
         graph.node.remove(gather)
         modified = True
     return modified
