@@ -172,12 +172,14 @@ def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
 
 
 def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: bool, cfg: ModelConfig) -> onnx.ModelProto:
-    """The chip's own lowering (``lowering`` in its data file): Convs too deep for one NPU pass are
-    split over their input channels, as rknn-toolkit2 does on that chip."""
-    from openrknn.graph.passes.wide_convs import split_wide_convs
+    """The chip's own lowering (``lowering`` in its data file), as rknn-toolkit2 does on that chip:
+    grouped Convs run dense or per group, Convs too deep for one NPU pass split over their input
+    channels."""
+    from openrknn.graph.passes.wide_convs import lower_grouped_convs, split_wide_convs
     from openrknn.quant.settings import DTYPES
     spec = DTYPES.get(str(cfg.quantized_dtype)) if do_quantization else None
     weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
+    lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_width"))
     split_wide_convs(model, chip.lowering.get("conv_split_input_bytes"), weight_bytes)
     return model
 

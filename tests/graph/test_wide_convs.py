@@ -118,3 +118,34 @@ def test_concat_read_by_one_conv_is_one_conv_per_input():
     silu.graph.node[-1].CopyFrom(helper.make_node("Sigmoid", ["c"], ["sg"], name="sg"))
     silu.graph.node.append(helper.make_node("Mul", ["c", "sg"], ["y"], name="silu"))
     assert "Concat" in [n.op_type for n in optimize(silu, 3).graph.node]
+
+
+def _grouped_model(width: int, channels: int = 32) -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(_RNG.normal(0, .3, (channels, 8, 1, 1)).astype(np.float32), "w0"),
+             numpy_helper.from_array(_RNG.normal(0, .3, (channels, width, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(_RNG.normal(0, .3, channels).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["p"], name="pre"), helper.make_node("Relu", ["p"], ["a"], name="r0"),
+             helper.make_node("Conv", ["a", "w", "b"], ["c"], name="g", group=channels // width, pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="r1")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 6, 6])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_grouped_convs_run_dense_or_per_group_as_the_chip_does():
+    """rk3588 (data: 8) keeps 8-wide groups as one dense Conv and splits 16-wide ones into Split,
+    one Conv per group, Concat and the Relu alone (measured); rk3566 (data: 4) splits 8-wide ones."""
+    from openrknn.graph.passes.wide_convs import lower_grouped_convs
+    assert chips.get_chip("rk3588").lowering["grouped_conv_dense_max_width"] == 8
+    assert chips.get_chip("rk3566").lowering["grouped_conv_dense_max_width"] == 4
+    x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    for width, limit, rows in ((8, 8, ["ConvRelu", "ConvRelu"]),
+                               (16, 8, ["ConvRelu", "Split", "Conv", "Conv", "Concat", "Relu"]),
+                               (8, 4, ["ConvRelu", "Split"] + ["Conv"] * 4 + ["Concat", "Relu"])):
+        model = optimize(_grouped_model(width), 3)
+        before = _run(model, x)
+        assert lower_grouped_convs(model, limit).modified
+        assert _rows(model) == rows, (width, limit)
+        np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+    depthwise = optimize(_grouped_model(1), 3)
+    assert not lower_grouped_convs(depthwise, 8).modified

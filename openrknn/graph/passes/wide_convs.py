@@ -152,3 +152,83 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
     graph.node.remove(conv)
     for offset, node in enumerate(new):
         graph.node.insert(position + offset, node)
+
+
+def lower_grouped_convs(model: onnx.ModelProto, max_dense_group_width: int | None) -> PassResult:
+    """Grouped convolutions as the chip runs them (chip data ``lowering.grouped_conv_dense_max_width``).
+
+    rknn-toolkit2 2.5.0 runs a grouped Conv (1 < group < channels) whose groups are at most that
+    many input channels wide as one dense Conv with block-diagonal weights (printed ``conv#1``),
+    and a wider one as a ``Split``, one Conv per group and a ``Concat``, its activation a layer of
+    its own after the Concat (measured on probe convolutions: rk3588 and rk3576 keep 8-wide groups
+    and split 16-wide ones; rk3566 keeps 4-wide and splits 8-wide). Exact in float; in int8 each
+    group's output is stored and the Concat requantizes, as on the chip.
+    """
+    if not max_dense_group_width:
+        return PassResult(model, False)
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    modified = False
+    for conv in [n for n in graph.node if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
+        groups = attribute(conv, "group", 1)
+        if groups == 1 or len(conv.input) < 2 or conv.input[1] not in inits \
+                or (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in inits):
+            continue
+        weight = numpy_helper.to_array(inits[conv.input[1]])
+        width = weight.shape[1]
+        if weight.ndim != 4 or width == 1 or weight.shape[0] % groups:   # depthwise is native
+            continue
+        if width <= max_dense_group_width:
+            _to_dense(graph, conv, weight, groups)
+        else:
+            _per_group(graph, conv, weight, inits, groups)
+        modified = True
+    return PassResult(model, modified)
+
+
+def _to_dense(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray, groups: int) -> None:
+    out_per, width = weight.shape[0] // groups, weight.shape[1]
+    dense = np.zeros((weight.shape[0], width * groups) + weight.shape[2:], weight.dtype)
+    for g in range(groups):
+        dense[g * out_per:(g + 1) * out_per, g * width:(g + 1) * width] = weight[g * out_per:(g + 1) * out_per]
+    names = {i.name for i in graph.initializer}
+    name = fresh_name(f"{conv.input[1]}_dense", names)
+    graph.initializer.append(numpy_helper.from_array(dense, name))
+    conv.input[1] = name
+    for a in conv.attribute:
+        if a.name == "group":
+            a.i = 1
+
+
+def _per_group(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray, inits, groups: int) -> None:
+    names = {i.name for i in graph.initializer} | {o for n in graph.node for o in n.output}
+    base = conv.name or conv.output[0]
+    out_per, width = weight.shape[0] // groups, weight.shape[1]
+    bias = (numpy_helper.to_array(inits[conv.input[2]]) if len(conv.input) > 2 and conv.input[2]
+            else np.zeros(weight.shape[0], weight.dtype))
+    position = list(graph.node).index(conv)
+    new, pieces = [], []
+    for g in range(groups):
+        bounds = [fresh_name(f"{base}_group{g}_{what}", names) for what in ("s", "e", "a")]
+        for name, value in zip(bounds, (g * width, (g + 1) * width, 1)):
+            graph.initializer.append(numpy_helper.from_array(np.array([value], np.int64), name))
+        piece = fresh_name(f"{conv.input[0]}_group{g}", names)
+        new.append(helper.make_node("Slice", [conv.input[0], *bounds], [piece], name=fresh_name(f"{base}_split{g}", names)))
+        w_name, b_name = fresh_name(f"{base}_group_{g}_w", names), fresh_name(f"{base}_group_{g}_b", names)
+        graph.initializer.extend([numpy_helper.from_array(weight[g * out_per:(g + 1) * out_per].copy(), w_name),
+                                  numpy_helper.from_array(bias[g * out_per:(g + 1) * out_per].astype(weight.dtype), b_name)])
+        part = onnx.NodeProto()
+        part.CopyFrom(conv)
+        part.name = fresh_name(f"{base}_group_{g}", names)
+        del part.input[:]
+        part.input.extend([piece, w_name, b_name])
+        part.output[0] = fresh_name(f"{base}_branch{g}", names)
+        for a in part.attribute:
+            if a.name == "group":
+                a.i = 1
+        new.append(part)
+        pieces.append(part.output[0])
+    new.append(helper.make_node("Concat", pieces, [conv.output[0]], axis=1, name=fresh_name(base, names)))
+    graph.node.remove(conv)
+    for offset, node in enumerate(new):
+        graph.node.insert(position + offset, node)
