@@ -118,6 +118,12 @@ def test_concat_read_by_one_conv_is_one_conv_per_input():
     silu.graph.node[-1].CopyFrom(helper.make_node("Sigmoid", ["c"], ["sg"], name="sg"))
     silu.graph.node.append(helper.make_node("Mul", ["c", "sg"], ["y"], name="silu"))
     assert "Concat" in [n.op_type for n in optimize(silu, 3).graph.node]
+    # ... and so does a Concat of more than two inputs (DeepLab's ASPP, measured)
+    three = onnx.ModelProto()
+    three.CopyFrom(model)
+    three.graph.node[3].input.append("a")
+    three.graph.initializer[2].CopyFrom(numpy_helper.from_array(_RNG.normal(0, .3, (4, 40, 3, 3)).astype(np.float32), "w"))
+    assert "Concat" in [n.op_type for n in optimize(three, 3).graph.node]
 
 
 def _grouped_model(width: int, channels: int = 32) -> onnx.ModelProto:

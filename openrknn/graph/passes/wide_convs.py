@@ -71,9 +71,11 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
 
     rknn-toolkit2 2.5.0 runs ``Conv(Concat(a, b))`` as ``Conv(a)`` and ``Conv(b)`` adding the first
     (``ConvAdd``, the activation with the last: ``ConvAddRelu``); the Concat is no layer (measured
-    on a probe graph, the U-Net decoder, SqueezeNet's fire modules and GhostNet, rk3588). Not when the
-    Concat has 16 channels or fewer, or the Conv is (or absorbed) a channel shuffle's gather or is followed by SiLU: YOLOv5's C3 keeps its 17 Concats
-    (ReXNet, where rknn-toolkit2 does split before a SiLU, is the exception left; docs/fidelity.md)."""
+    on a probe graph on rk3588, rk3566 and rk3576, on the U-Net decoder, SqueezeNet's fire modules
+    and GhostNet). Not when the Concat has 16 channels or fewer or more than two inputs (DeepLab's
+    ASPP keeps its five), nor when the Conv is (or absorbed) a channel shuffle's gather or is
+    followed by SiLU (YOLOv5's C3 keeps its Concats; ReXNet, where rknn-toolkit2 does split before
+    a SiLU, is the exception left: docs/fidelity.md)."""
     graph = model.graph
     shapes = static_shapes(model)
     inits = {i.name: i for i in graph.initializer}
@@ -86,7 +88,7 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
     for concat in [n for n in graph.node if n.op_type == "Concat" and n.domain in ("", "ai.onnx")]:
         users = readers.get(concat.output[0], [])
         if attribute(concat, "axis") not in (1, -3) or concat.output[0] in outputs or len(users) != 1 \
-                or len(concat.input) < 2:
+                or len(concat.input) != 2:
             continue
         conv = users[0]
         if any(p.key in (GATHER_KEY, GATHERED_KEY) for p in conv.metadata_props) \
