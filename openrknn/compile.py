@@ -179,7 +179,7 @@ def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: b
     from openrknn.quant.settings import DTYPES
     spec = DTYPES.get(str(cfg.quantized_dtype)) if do_quantization else None
     weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
-    lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_width"))
+    lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_bytes"), weight_bytes)
     split_wide_convs(model, chip.lowering.get("conv_split_input_bytes"), weight_bytes)
     return model
 

@@ -139,11 +139,11 @@ def _grouped_model(width: int, channels: int = 32) -> onnx.ModelProto:
 
 
 def test_grouped_convs_run_dense_or_per_group_as_the_chip_does():
-    """rk3588 (data: 8) keeps 8-wide groups as one dense Conv and splits 16-wide ones into Split,
-    one Conv per group, Concat and the Relu alone (measured); rk3566 (data: 4) splits 8-wide ones."""
+    """rk3588 (data: 8 bytes) keeps 8-wide int8 groups as one dense Conv and splits 16-wide ones into
+    Split, one Conv per group, Concat and the Relu alone (measured); rk3566 (4) splits 8-wide ones."""
     from openrknn.graph.passes.wide_convs import lower_grouped_convs
-    assert chips.get_chip("rk3588").lowering["grouped_conv_dense_max_width"] == 8
-    assert chips.get_chip("rk3566").lowering["grouped_conv_dense_max_width"] == 4
+    assert chips.get_chip("rk3588").lowering["grouped_conv_dense_max_bytes"] == 8
+    assert chips.get_chip("rk3566").lowering["grouped_conv_dense_max_bytes"] == 4
     x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
     for width, limit, rows in ((8, 8, ["ConvRelu", "ConvRelu"]),
                                (16, 8, ["ConvRelu", "Split", "Conv", "Conv", "Concat", "Relu"]),
@@ -153,5 +153,8 @@ def test_grouped_convs_run_dense_or_per_group_as_the_chip_does():
         assert lower_grouped_convs(model, limit).modified
         assert _rows(model) == rows, (width, limit)
         np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+    model = optimize(_grouped_model(8), 3)   # float16 weights: 8 channels are 16 bytes, split on rk3588
+    lower_grouped_convs(model, 8, weight_bytes=2)
+    assert "Concat" in _rows(model)
     depthwise = optimize(_grouped_model(1), 3)
     assert not lower_grouped_convs(depthwise, 8).modified

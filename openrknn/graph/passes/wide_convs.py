@@ -156,17 +156,18 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
         graph.node.insert(position + offset, node)
 
 
-def lower_grouped_convs(model: onnx.ModelProto, max_dense_group_width: int | None) -> PassResult:
-    """Grouped convolutions as the chip runs them (chip data ``lowering.grouped_conv_dense_max_width``).
+def lower_grouped_convs(model: onnx.ModelProto, max_dense_group_bytes: int | None, weight_bytes: int = 1) -> PassResult:
+    """Grouped convolutions as the chip runs them (chip data ``lowering.grouped_conv_dense_max_bytes``).
 
     rknn-toolkit2 2.5.0 runs a grouped Conv (1 < group < channels) whose groups are at most that
-    many input channels wide as one dense Conv with block-diagonal weights (printed ``conv#1``),
-    and a wider one as a ``Split``, one Conv per group and a ``Concat``, its activation a layer of
-    its own after the Concat (measured on probe convolutions: rk3588 and rk3576 keep 8-wide groups
-    and split 16-wide ones; rk3566 keeps 4-wide and splits 8-wide). Exact in float; in int8 each
-    group's output is stored and the Concat requantizes, as on the chip.
+    many weight bytes wide (input channels × ``weight_bytes``) as one dense Conv with
+    block-diagonal weights (printed ``conv#1``), and a wider one as a ``Split``, one Conv per group
+    and a ``Concat``, its activation a layer of its own after the Concat (measured on probe
+    convolutions, int8: rk3588 and rk3576 keep 8-wide groups and split 16-wide ones, rk3566 keeps
+    4-wide and splits 8-wide; RegNetY's 8-wide groups are split in float16 on rk3588). Exact in
+    float; in int8 each group's output is stored and the Concat requantizes, as on the chip.
     """
-    if not max_dense_group_width:
+    if not max_dense_group_bytes:
         return PassResult(model, False)
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
@@ -180,7 +181,7 @@ def lower_grouped_convs(model: onnx.ModelProto, max_dense_group_width: int | Non
         width = weight.shape[1]
         if weight.ndim != 4 or width == 1 or weight.shape[0] % groups:   # depthwise is native
             continue
-        if width <= max_dense_group_width:
+        if width * weight_bytes <= max_dense_group_bytes:
             _to_dense(graph, conv, weight, groups)
         else:
             _per_group(graph, conv, weight, inits, groups)
