@@ -215,7 +215,7 @@ def _per_group(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
         bounds = [fresh_name(f"{base}_group{g}_{what}", names) for what in ("s", "e", "a")]
         for name, value in zip(bounds, (g * width, (g + 1) * width, 1)):
             graph.initializer.append(numpy_helper.from_array(np.array([value], np.int64), name))
-        piece = fresh_name(f"{conv.input[0]}_group{g}", names)
+        piece = fresh_name(f"{conv.input[0]}_branch{g}", names)   # rknn-toolkit2's name for the piece it stores
         new.append(helper.make_node("Slice", [conv.input[0], *bounds], [piece], name=fresh_name(f"{base}_split{g}", names)))
         w_name, b_name = fresh_name(f"{base}_group_{g}_w", names), fresh_name(f"{base}_group_{g}_b", names)
         graph.initializer.extend([numpy_helper.from_array(weight[g * out_per:(g + 1) * out_per].copy(), w_name),
@@ -225,7 +225,7 @@ def _per_group(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
         part.name = fresh_name(f"{base}_group_{g}", names)
         del part.input[:]
         part.input.extend([piece, w_name, b_name])
-        part.output[0] = fresh_name(f"{base}_branch{g}", names)
+        part.output[0] = fresh_name(f"{base}_group_{g}_out", names)
         for a in part.attribute:
             if a.name == "group":
                 a.i = 1
