@@ -5,8 +5,8 @@ Measured on small probe graphs (rk3588, int8; see docs/fidelity.md) and on Shuff
 * a Slice that keeps every channel is no layer (GhostNet's ``cat(x1, x2)[:, :out]``);
 * a Slice that takes exactly one input of a Concat reads that input (the Concat goes when
   nothing else reads it);
-* a Conv without activation whose output only channel Slices/Split read is split into one Conv
-  per piece (rknn-toolkit2 prints ``x_conv``, ``x_conv#1``; it stores the slices' tensors), the
+* a Conv without activation whose output only channel Slices/Split read, together taking every
+  channel, is split into one Conv per piece (rknn-toolkit2 prints ``x_conv``, ``x_conv#1``; it stores the slices' tensors), the
   C2f/C3 ``chunk`` after a 1×1 Conv;
 * a channel shuffle ``Reshape(1,g,C/g,H,W) → Transpose(0,2,1,3,4) → Reshape(1,C,H,W)`` is a 1×1
   "gather" Conv with one-hot weights (``…-gather_2conv``), which the previous rule then splits by
@@ -153,8 +153,9 @@ def split_sliced_convs(graph: onnx.GraphProto) -> bool:
         if attribute(conv, "group", 1) != 1:
             continue   # a piece of a grouped Conv would also slice its input
         pieces = _pieces(readers.get(conv.output[0], []), consts, weight.shape[0])
-        if pieces is None:
-            continue
+        covered = {c for _, (start, end) in pieces or [] for c in range(start, end)}
+        if pieces is None or len(covered) != weight.shape[0]:
+            continue   # measured: Slices that take every channel; a partial Slice stays
         position = list(graph.node).index(conv)
         for k, (reader_out, (start, end)) in enumerate(pieces):
             piece = onnx.NodeProto()
