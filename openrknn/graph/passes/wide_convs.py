@@ -120,15 +120,20 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
     partial = None
     first_bias = (numpy_helper.to_array(inits[conv.input[2]]).astype(weight.dtype)
                   if len(conv.input) > 2 and conv.input[2] in inits else np.zeros(weight.shape[0], weight.dtype))
-    for k, (start, end) in enumerate(tiles):
-        if sources is not None:
-            piece = sources[k]
-        else:
+    # rknn-toolkit2's order and names: the input's pieces ``x_split``, ``x_split_o1`` ...; the second
+    # tile computed first and stored as ``<output>_tile1_conv``, the first tile adding it (measured)
+    order = list(range(len(tiles))) if sources is not None else [1, 0] + list(range(2, len(tiles)))
+    pieces = {}
+    if sources is None:
+        for k, (start, end) in enumerate(tiles):
             bounds = [fresh_name(f"{base}_tile{k}_{what}", names) for what in ("s", "e", "a")]
             for name, value in zip(bounds, (start, end, 1)):
                 graph.initializer.append(numpy_helper.from_array(np.array([value], np.int64), name))
-            piece = fresh_name(f"{conv.input[0]}_split{k}", names)
-            new.append(helper.make_node("Slice", [conv.input[0], *bounds], [piece], name=fresh_name(f"{base}_split{k}", names)))
+            pieces[k] = fresh_name(f"{conv.input[0]}_split" + (f"_o{k}" if k else ""), names)
+            new.append(helper.make_node("Slice", [conv.input[0], *bounds], [pieces[k]], name=fresh_name(f"{base}_split{k}", names)))
+    for position_in_chain, k in enumerate(order):
+        start, end = tiles[k]
+        piece = sources[k] if sources is not None else pieces[k]
         w_name = fresh_name(f"{conv.input[1]}_tile{k}", names)
         graph.initializer.append(numpy_helper.from_array(weight[:, start:end].copy(), w_name))
         tile = onnx.NodeProto()
@@ -139,10 +144,10 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
         # names: a folded bias may be named like the Conv's output, which the last Add now writes
         bias = fresh_name(f"{base}_tile{k}_b", names)
         graph.initializer.append(numpy_helper.from_array(
-            first_bias if k == 0 else np.zeros(weight.shape[0], weight.dtype), bias))
+            first_bias if position_in_chain == 0 else np.zeros(weight.shape[0], weight.dtype), bias))
         tile.input.extend([piece, w_name, bias])
-        last = k == len(tiles) - 1
-        out = fresh_name(f"{base}_tile{k}_conv", names)
+        last = position_in_chain == len(tiles) - 1
+        out = fresh_name(f"{conv.output[0]}_tile{k}_conv", names)
         tile.output[0] = out
         new.append(tile)
         if partial is None:
