@@ -332,6 +332,8 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
             members.append(residual)
             tensor = view.nodes[residual].output[0]
         found = activation_closure(view, tensor)
+        if found and found[1] == "Swish" and residual is not None and residual not in taken:
+            found = None   # rknn-toolkit2 prints ConvAdd + exSwish, never ConvAddExSwish (measured: ReXNet)
         if found and view.read_only_by(tensor, found[0]) and free(found[0]):
             return members + found[0], found[1]
         if found:

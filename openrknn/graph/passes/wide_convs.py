@@ -73,9 +73,9 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
     (``ConvAdd``, the activation with the last: ``ConvAddRelu``); the Concat is no layer (measured
     on a probe graph on rk3588, rk3566 and rk3576, on the U-Net decoder, SqueezeNet's fire modules
     and GhostNet). Not when the Concat has 16 channels or fewer or more than two inputs (DeepLab's
-    ASPP keeps its five), nor when the Conv is (or absorbed) a channel shuffle's gather or is
-    followed by SiLU (YOLOv5's C3 keeps its Concats; ReXNet, where rknn-toolkit2 does split before
-    a SiLU, is the exception left: docs/fidelity.md)."""
+    ASPP keeps its five), nor when the Conv is (or absorbed) a channel shuffle's gather, nor when
+    it is followed by SiLU and every input is whole 16-channel blocks (YOLOv5's C3 keeps its
+    Concats; ReXNet's 27 + 11 channels are split, the SiLU then a layer of its own)."""
     graph = model.graph
     shapes = static_shapes(model)
     inits = {i.name: i for i in graph.initializer}
@@ -91,9 +91,8 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
                 or len(concat.input) != 2:
             continue
         conv = users[0]
-        if any(p.key in (GATHER_KEY, GATHERED_KEY) for p in conv.metadata_props) \
-                or any(r.op_type == "Sigmoid" for r in readers.get(conv.output[0], [])):
-            continue   # a channel shuffle's gather Conv, and a Conv + SiLU (YOLOv5's C3), keep their Concat
+        if any(p.key in (GATHER_KEY, GATHERED_KEY) for p in conv.metadata_props):
+            continue   # a channel shuffle's gather Conv keeps its Concat
         if conv.op_type != "Conv" or attribute(conv, "group", 1) != 1 or list(conv.input).count(concat.output[0]) != 1 \
                 or conv.input[0] != concat.output[0] or conv.input[1] not in inits \
                 or (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in inits):
@@ -102,6 +101,8 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
         weight = numpy_helper.to_array(inits[conv.input[1]])
         if weight.ndim != 4 or 0 in sizes or sum(sizes) != weight.shape[1] or sum(sizes) <= _ONE_BLOCK:
             continue
+        if any(r.op_type == "Sigmoid" for r in readers.get(conv.output[0], [])) and all(c % _ONE_BLOCK == 0 for c in sizes):
+            continue   # a Conv + SiLU on a Concat of whole 16-channel blocks keeps it (YOLOv5's C3)
         offsets = np.cumsum([0] + sizes).tolist()
         _split_one(graph, conv, weight, inits, list(zip(offsets[:-1], offsets[1:])), list(concat.input))
         graph.node.remove(concat)
