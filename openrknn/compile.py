@@ -57,6 +57,7 @@ def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, da
     log.info(f"build: optimizing the graph (optimization_level {cfg.optimization_level}) for {chip.name}")
     graph = _optimize(source_graph, cfg.optimization_level)
     graph = _apply_model_options(graph, cfg)
+    graph = _lower_for_chip(graph, chip, do_quantization, cfg)
     npu_layers.mark_layers(graph, npu_layers.cpu_nodes(graph.graph, cfg.op_target))   # op_target is the record's
     graph, preprocess = embed_preprocess(graph, _layouts(source), cfg.mean_values, cfg.std_values, cfg.reorder_channel)
     if preprocess:
@@ -170,6 +171,19 @@ def _batch(rknn_batch_size: Any) -> int:
 
 def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
     return optimize(model, level)
+
+
+def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: bool, cfg: ModelConfig) -> onnx.ModelProto:
+    """The chip's own lowering (``lowering`` in its data file), as rknn-toolkit2 does on that chip:
+    grouped Convs run dense or per group, Convs too deep for one NPU pass split over their input
+    channels."""
+    from openrknn.graph.passes.wide_convs import lower_grouped_convs, split_wide_convs
+    from openrknn.quant.settings import DTYPES
+    spec = DTYPES.get(str(cfg.quantized_dtype)) if do_quantization else None
+    weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
+    lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_bytes"), weight_bytes)
+    split_wide_convs(model, chip.lowering.get("conv_split_input_bytes"), weight_bytes)
+    return model
 
 
 def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:

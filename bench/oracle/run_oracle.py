@@ -296,6 +296,25 @@ def table(cache: Path) -> str:
     return "\n".join(lines)
 
 
+def summary(cache: Path) -> str:
+    """Per chip and dtype: how many models meet each target (the summary table of docs/fidelity.md)."""
+    builds: dict[tuple[str, str], list[dict]] = {}
+    for path in sorted((cache / "results").glob("*.json")):
+        r = json.loads(path.read_text())
+        if "layers_rknn" in r:
+            builds.setdefault((r["platform"], r["dtype"]), []).append(r)
+    lines = ["| build | models | layers ±3 % | stored ≥ 95 % | scales ≥ 95 % within 0.5 % |", "|---|---|---|---|---|"]
+    for (platform, dtype), rows in sorted(builds.items()):
+        layers = sum(abs(r["layers_openrknn"] / r["layers_rknn"] - 1) <= 0.03 for r in rows)
+        stored = sum(r["stored_common"] >= 0.95 * r["stored_rknn"] for r in rows)
+        scaled = [r for r in rows if r.get("scales_compared")]
+        scales = (f"{sum(r['scales_close'] >= 0.95 * r['scales_compared'] for r in scaled)} of {len(scaled)} "
+                  f"({sum(r['scales_close'] for r in scaled)} of {sum(r['scales_compared'] for r in scaled)} tensors)"
+                  if scaled else "—")
+        lines.append(f"| {platform} {dtype} | {len(rows)} | {layers} | {stored} | {scales} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", default=str(HERE / ".cache"))
@@ -308,6 +327,8 @@ def main(argv=None) -> int:
     cache = Path(args.cache)
     if args.table:
         print(table(cache))
+        print()
+        print(summary(cache))
         return 0
     venv = Path(args.reference_venv)
     if not (venv / "bin" / "python").exists():

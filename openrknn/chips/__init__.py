@@ -33,6 +33,7 @@ class Chip:
     quantized_dtypes: tuple[str, ...]
     sparse_infer: bool = False
     cost: dict[str, Any] = field(default_factory=dict)
+    lowering: dict[str, Any] = field(default_factory=dict)   # how rknn-toolkit2 lowers layers for this chip
 
     @property
     def display_name(self) -> str:
@@ -62,6 +63,7 @@ def all_chips() -> dict[str, Chip]:
             quantized_dtypes=tuple(raw["quantized_dtypes"]),
             sparse_infer=bool(raw.get("sparse_infer", False)),
             cost=dict(raw.get("cost") or {}),
+            lowering=dict(raw.get("lowering") or {}),
         )
     return chips
 

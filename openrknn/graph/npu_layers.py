@@ -355,6 +355,9 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
     def free(found: list[int]) -> bool:
         return not any(m in taken or view.nodes[m].name in cpu_nodes for m in found)
 
+    siblings = _sibling_channel_slices(view, index, taken, cpu_nodes)
+    if siblings:
+        return siblings, None
     if _is_producer(view, node):
         members, tensor = [index], node.output[0]
         bias = _bias_add(view, index, cpu_nodes)
@@ -366,6 +369,8 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
             members.append(residual)
             tensor = view.nodes[residual].output[0]
         found = activation_closure(view, tensor)
+        if found and found[1] == "Swish" and residual is not None and residual not in taken:
+            found = None   # rknn-toolkit2 prints ConvAdd + exSwish, never ConvAddExSwish (measured: ReXNet)
         if found and view.read_only_by(tensor, found[0]) and free(found[0]):
             return members + found[0], found[1]
         if found:
@@ -387,6 +392,29 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if found and found[0][0] == index and len(found[0]) > 1 and free(found[0]):
             return found[0], found[1]
     return [index], None
+
+
+def _channel_slice(view: _View, node: onnx.NodeProto) -> bool:
+    """A Slice along the channel axis only, step 1 (constant starts/ends/axes/steps)."""
+    if node.op_type != "Slice" or node.domain not in ("", "ai.onnx") or len(node.input) < 4 or len(node.output) != 1:
+        return False
+    if any(i not in view.scalars for i in node.input[1:] if i):
+        return False
+    axes = numpy_helper.to_array(view.scalars[node.input[3]]).ravel().tolist() if node.input[3] else [0]
+    steps = numpy_helper.to_array(view.scalars[node.input[4]]).ravel().tolist() \
+        if len(node.input) > 4 and node.input[4] else [1]
+    return axes in ([1], [-3]) and steps == [1]
+
+
+def _sibling_channel_slices(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> list[int] | None:
+    """Channel Slices of one tensor, from its first one: rknn-toolkit2 runs them as one ``Split``
+    layer (measured: ``Conv+Relu`` → two channel Slices prints one ``Split`` row)."""
+    node = view.nodes[index]
+    if node.name in cpu_nodes or not _channel_slice(view, node):
+        return None
+    siblings = [r for r in view.readers.get(node.input[0], []) if r not in taken and view.nodes[r].name not in cpu_nodes
+                and _channel_slice(view, view.nodes[r])]
+    return siblings if len(siblings) > 1 and siblings[0] == index else None
 
 
 _CONSTANT_STEPS = frozenset({"Mul", "Add", "Sub", "Div"})
@@ -620,6 +648,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
         op = main.op_type
         if op in PRINTED_LOWERED and activation:   # ReduceSum + Clip: ConvClip
             return "conv", PRINTED_LOWERED[op] + suffix
+        if op == "Slice" and len(group.nodes) > 1:
+            return "data", "Split"   # sibling channel Slices: one Split layer
         if op == "Mul" and [n.op_type for n in group.nodes] == ["Mul", "Add"]:
             return "elementwise", "BatchNormalization"   # Mul(x, c) → Add(·, c'): rknn-toolkit2's name
         kind = ("alias" if op in ALIAS_OPS else "activation" if op in _NONLINEAR else

@@ -70,7 +70,19 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
 def disabled_optimizers(graph: onnx.ModelProto) -> list[str]:
     """The onnxruntime optimizers a simulator session of ``graph`` runs without."""
     quantized = any(node.op_type in _INTEGER_OPS for node in graph.graph.node)
-    return DISABLED_OPTIMIZERS + (EXACT_SUM_OPTIMIZERS if quantized else [])
+    return DISABLED_OPTIMIZERS + (EXACT_SUM_OPTIMIZERS if quantized else []) + _conv_add_fusion(graph)
+
+
+def _conv_add_fusion(graph: onnx.ModelProto) -> list[str]:
+    """onnxruntime 1.32's ConvAddActivationFusion can drop a Conv output that is also a graph output
+    when an Add of two Conv outputs reads it (the partial sums of a Conv split over its input
+    channels, graph/passes/wide_convs.py, with a calibration output on the first tile): off then."""
+    nodes = graph.graph.node
+    conv_out = {n.output[0] for n in nodes if n.op_type == "Conv" and n.output}
+    outputs = {o.name for o in graph.graph.output}
+    risky = any(n.op_type == "Add" and len(n.input) == 2 and all(i in conv_out for i in n.input)
+                and any(i in outputs for i in n.input) for n in nodes)
+    return ["ConvAddActivationFusion"] if risky else []
 
 
 def _session(graph: onnx.ModelProto, options: ort.SessionOptions) -> ort.InferenceSession:

@@ -11,7 +11,10 @@ level   passes
 2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, per-channel
         constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms),
         same-input Conv (+ identity BatchNorm) branches summed by an Add merged into one Conv
-        (RepVGG / MobileOne training form, as rknn-toolkit2 does),
+        (RepVGG / MobileOne training form, as rknn-toolkit2 does), channel Slices and shuffles
+        lowered as rknn-toolkit2 does (a Conv split per Slice, a shuffle as a gather Conv,
+        full-range Slices dropped: ``channel_slices``), a Concat read only by a Conv run as one
+        Conv per Concat input summed (``wide_convs.split_concat_convs``),
         Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
         (or dropped when they keep the shape)
 3       level 2 (the default). Every level ends with the NPU layer graph
@@ -34,9 +37,11 @@ from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
 from openrknn.graph.passes.branch_merging import merge_parallel_branches
 from openrknn.graph.passes.branches import inline_constant_branches
+from openrknn.graph.passes.channel_slices import lower_channel_slices
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
 from openrknn.graph.passes.layout import simplify_layout
+from openrknn.graph.passes.wide_convs import split_concat_convs
 from openrknn.graph.npu_layers import FUSED_ACTIVATION_KEY, fused_activation
 from openrknn.graph.passes.layer_marking import mark_npu_layers
 
@@ -46,9 +51,9 @@ PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     0: [mark_npu_layers],
     1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
     2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
-        merge_parallel_branches, simplify_layout, remove_dead_nodes, mark_npu_layers],
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
     3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
-        merge_parallel_branches, simplify_layout, remove_dead_nodes, mark_npu_layers],
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 

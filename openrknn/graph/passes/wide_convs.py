@@ -1,0 +1,243 @@
+"""Convolutions too deep for one pass of the chip's NPU, split over their input channels.
+
+Chip data (``lowering.conv_split_input_bytes`` in ``chips/data/<chip>.yaml``): when a dense Conv's
+``Cin·kh·kw·(weight bytes)`` exceeds it, rknn-toolkit2 2.5.0 splits the Conv over its input
+channels (measured on rk3588 probe convolutions, int8 and float16: 3024 bytes stay one Conv, 3168
+are split; rk3566 and rk3576 split nothing up to 4608). It prints a ``Split`` of the input (or
+splits the Conv before it, see ``channel_slices``), one Conv per tile and an ``Add`` of each
+partial sum into the next tile (``ConvAdd``); an activation goes with the last tile
+(``ConvAddRelu``), a residual ``Add`` after it becomes a layer of its own (``AddRelu``).
+
+Tiles: two halves when two suffice; otherwise tiles of the limit's depth and the remainder
+(measured: 352 → 176 + 176, 8192 → 3072 + 3072 + 2048 at 1×1 int8). Exact in float: the sum of
+the partial convolutions is the convolution; in int8 each partial sum is stored and requantized,
+as on the chip.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from openrknn.graph.names import fresh_name
+from openrknn.graph.passes.base import PassResult, attribute
+from openrknn.graph.passes.channel_slices import GATHER_KEY, GATHERED_KEY, split_sliced_convs
+from openrknn.graph.passes.constant_folding import static_shapes
+
+
+def split_wide_convs(model: onnx.ModelProto, limit_bytes: int | None, weight_bytes: int) -> PassResult:
+    """Split every dense Conv deeper than ``limit_bytes`` (None: the chip has no such limit)."""
+    if not limit_bytes:
+        return PassResult(model, False)
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    modified = False
+    for conv in [n for n in graph.node if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
+        if attribute(conv, "group", 1) != 1 or len(conv.input) < 2 or conv.input[1] not in inits:
+            continue
+        weight = numpy_helper.to_array(inits[conv.input[1]])
+        if weight.ndim != 4:
+            continue
+        depth = weight.shape[2] * weight.shape[3] * weight_bytes
+        tiles = conv_tiles(weight.shape[1], depth, limit_bytes)
+        if len(tiles) < 2:
+            continue
+        _split_one(graph, conv, weight, inits, tiles)
+        modified = True
+    if modified:
+        split_sliced_convs(graph)   # a plain Conv read only by the tiles' Slices is split per tile
+    return PassResult(model, modified)
+
+
+def conv_tiles(channels: int, bytes_per_channel: int, limit_bytes: int) -> list[tuple[int, int]]:
+    """The input-channel ranges of the tiles (one range when the Conv fits)."""
+    if channels * bytes_per_channel <= limit_bytes:
+        return [(0, channels)]
+    count = math.ceil(channels * bytes_per_channel / limit_bytes)
+    if count == 2:
+        half = (channels + 1) // 2
+        return [(0, half), (half, channels)]
+    per = max(1, limit_bytes // bytes_per_channel)
+    return [(s, min(s + per, channels)) for s in range(0, channels, per)]
+
+
+_ONE_BLOCK = 16   # a Concat of at most 16 channels stays (measured: 8 + 8 kept, 27 + 11 split)
+
+
+def split_concat_convs(model: onnx.ModelProto) -> PassResult:
+    """A Concat (channels) read only by one dense Conv: one Conv per Concat input, summed.
+
+    rknn-toolkit2 2.5.0 runs ``Conv(Concat(a, b))`` as ``Conv(a)`` and ``Conv(b)`` adding the first
+    (``ConvAdd``, the activation with the last: ``ConvAddRelu``); the Concat is no layer (measured
+    on a probe graph on rk3588, rk3566 and rk3576, on the U-Net decoder, SqueezeNet's fire modules
+    and GhostNet). Not when the Concat has 16 channels or fewer or more than two inputs (DeepLab's
+    ASPP keeps its five), nor when the Conv is (or absorbed) a channel shuffle's gather, nor when
+    it is followed by SiLU and every input is whole 16-channel blocks (YOLOv5's C3 keeps its
+    Concats; ReXNet's 27 + 11 channels are split, the SiLU then a layer of its own)."""
+    graph = model.graph
+    shapes = static_shapes(model)
+    inits = {i.name: i for i in graph.initializer}
+    outputs = {o.name for o in graph.output}
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    modified = False
+    for concat in [n for n in graph.node if n.op_type == "Concat" and n.domain in ("", "ai.onnx")]:
+        users = readers.get(concat.output[0], [])
+        if attribute(concat, "axis") not in (1, -3) or concat.output[0] in outputs or len(users) != 1 \
+                or len(concat.input) != 2:
+            continue
+        conv = users[0]
+        if any(p.key in (GATHER_KEY, GATHERED_KEY) for p in conv.metadata_props):
+            continue   # a channel shuffle's gather Conv keeps its Concat
+        if conv.op_type != "Conv" or attribute(conv, "group", 1) != 1 or list(conv.input).count(concat.output[0]) != 1 \
+                or conv.input[0] != concat.output[0] or conv.input[1] not in inits \
+                or (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in inits):
+            continue
+        sizes = [shapes.get(i, [0, 0])[1] if len(shapes.get(i, [])) == 4 else 0 for i in concat.input]
+        weight = numpy_helper.to_array(inits[conv.input[1]])
+        if weight.ndim != 4 or 0 in sizes or sum(sizes) != weight.shape[1] or sum(sizes) <= _ONE_BLOCK:
+            continue
+        if any(r.op_type == "Sigmoid" for r in readers.get(conv.output[0], [])) and all(c % _ONE_BLOCK == 0 for c in sizes):
+            continue   # a Conv + SiLU on a Concat of whole 16-channel blocks keeps it (YOLOv5's C3)
+        offsets = np.cumsum([0] + sizes).tolist()
+        _split_one(graph, conv, weight, inits, list(zip(offsets[:-1], offsets[1:])), list(concat.input))
+        graph.node.remove(concat)
+        modified = True
+    return PassResult(model, modified)
+
+
+def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray, inits, tiles,
+               sources: list[str] | None = None) -> None:
+    """Replace ``conv`` by one Conv per input-channel range in ``tiles`` and an Add chain; each
+    tile reads ``sources[k]`` (a Concat's input) or a Slice of the Conv's input."""
+    names = {i.name for i in graph.initializer} | {o for n in graph.node for o in n.output}
+    base = conv.name or conv.output[0]
+    position = list(graph.node).index(conv)
+    new: list[onnx.NodeProto] = []
+    partial = None
+    first_bias = (numpy_helper.to_array(inits[conv.input[2]]).astype(weight.dtype)
+                  if len(conv.input) > 2 and conv.input[2] in inits else np.zeros(weight.shape[0], weight.dtype))
+    # rknn-toolkit2's order and names: the input's pieces ``x_split``, ``x_split_o1`` ...; the second
+    # tile computed first and stored as ``<output>_tile1_conv``, the first tile adding it (measured)
+    order = list(range(len(tiles))) if sources is not None else [1, 0] + list(range(2, len(tiles)))
+    pieces = {}
+    if sources is None:
+        for k, (start, end) in enumerate(tiles):
+            bounds = [fresh_name(f"{base}_tile{k}_{what}", names) for what in ("s", "e", "a")]
+            for name, value in zip(bounds, (start, end, 1)):
+                graph.initializer.append(numpy_helper.from_array(np.array([value], np.int64), name))
+            pieces[k] = fresh_name(f"{conv.input[0]}_split" + (f"_o{k}" if k else ""), names)
+            new.append(helper.make_node("Slice", [conv.input[0], *bounds], [pieces[k]], name=fresh_name(f"{base}_split{k}", names)))
+    for position_in_chain, k in enumerate(order):
+        start, end = tiles[k]
+        piece = sources[k] if sources is not None else pieces[k]
+        w_name = fresh_name(f"{conv.input[1]}_tile{k}", names)
+        graph.initializer.append(numpy_helper.from_array(weight[:, start:end].copy(), w_name))
+        tile = onnx.NodeProto()
+        tile.CopyFrom(conv)
+        tile.name = fresh_name(f"{base}_tile{k}", names)
+        del tile.input[:]
+        # the bias goes with the first tile, the others get zeros (each tile prints a bias); own
+        # names: a folded bias may be named like the Conv's output, which the last Add now writes
+        bias = fresh_name(f"{base}_tile{k}_b", names)
+        graph.initializer.append(numpy_helper.from_array(
+            first_bias if position_in_chain == 0 else np.zeros(weight.shape[0], weight.dtype), bias))
+        tile.input.extend([piece, w_name, bias])
+        last = position_in_chain == len(tiles) - 1
+        out = fresh_name(f"{conv.output[0]}_tile{k}_conv", names)
+        tile.output[0] = out
+        new.append(tile)
+        if partial is None:
+            partial = out
+            continue
+        total = conv.output[0] if last else fresh_name(f"{base}_tile{k}_sum", names)
+        new.append(helper.make_node("Add", [partial, out], [total], name=fresh_name(f"{base}_tile{k}_add", names)))
+        partial = total
+    graph.node.remove(conv)
+    for offset, node in enumerate(new):
+        graph.node.insert(position + offset, node)
+
+
+def lower_grouped_convs(model: onnx.ModelProto, max_dense_group_bytes: int | None, weight_bytes: int = 1) -> PassResult:
+    """Grouped convolutions as the chip runs them (chip data ``lowering.grouped_conv_dense_max_bytes``).
+
+    rknn-toolkit2 2.5.0 runs a grouped Conv (1 < group < channels) whose groups are at most that
+    many weight bytes wide (input channels × ``weight_bytes``) as one dense Conv with
+    block-diagonal weights (printed ``conv#1``), and a wider one as a ``Split``, one Conv per group
+    and a ``Concat``, its activation a layer of its own after the Concat (measured on probe
+    convolutions, int8: rk3588 and rk3576 keep 8-wide groups and split 16-wide ones, rk3566 keeps
+    4-wide and splits 8-wide; RegNetY's 8-wide groups are split in float16 on rk3588). Exact in
+    float; in int8 each group's output is stored and the Concat requantizes, as on the chip.
+    """
+    if not max_dense_group_bytes:
+        return PassResult(model, False)
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    modified = False
+    for conv in [n for n in graph.node if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
+        groups = attribute(conv, "group", 1)
+        if groups == 1 or len(conv.input) < 2 or conv.input[1] not in inits \
+                or (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in inits):
+            continue
+        weight = numpy_helper.to_array(inits[conv.input[1]])
+        width = weight.shape[1]
+        if weight.ndim != 4 or width == 1 or weight.shape[0] % groups:   # depthwise is native
+            continue
+        if width * weight_bytes <= max_dense_group_bytes:
+            _to_dense(graph, conv, weight, groups)
+        else:
+            _per_group(graph, conv, weight, inits, groups)
+        modified = True
+    return PassResult(model, modified)
+
+
+def _to_dense(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray, groups: int) -> None:
+    out_per, width = weight.shape[0] // groups, weight.shape[1]
+    dense = np.zeros((weight.shape[0], width * groups) + weight.shape[2:], weight.dtype)
+    for g in range(groups):
+        dense[g * out_per:(g + 1) * out_per, g * width:(g + 1) * width] = weight[g * out_per:(g + 1) * out_per]
+    names = {i.name for i in graph.initializer}
+    name = fresh_name(f"{conv.input[1]}_dense", names)
+    graph.initializer.append(numpy_helper.from_array(dense, name))
+    conv.input[1] = name
+    for a in conv.attribute:
+        if a.name == "group":
+            a.i = 1
+
+
+def _per_group(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray, inits, groups: int) -> None:
+    names = {i.name for i in graph.initializer} | {o for n in graph.node for o in n.output}
+    base = conv.name or conv.output[0]
+    out_per, width = weight.shape[0] // groups, weight.shape[1]
+    bias = (numpy_helper.to_array(inits[conv.input[2]]) if len(conv.input) > 2 and conv.input[2]
+            else np.zeros(weight.shape[0], weight.dtype))
+    position = list(graph.node).index(conv)
+    new, pieces = [], []
+    for g in range(groups):
+        bounds = [fresh_name(f"{base}_group{g}_{what}", names) for what in ("s", "e", "a")]
+        for name, value in zip(bounds, (g * width, (g + 1) * width, 1)):
+            graph.initializer.append(numpy_helper.from_array(np.array([value], np.int64), name))
+        piece = fresh_name(f"{conv.input[0]}_branch{g}", names)   # rknn-toolkit2's name for the piece it stores
+        new.append(helper.make_node("Slice", [conv.input[0], *bounds], [piece], name=fresh_name(f"{base}_split{g}", names)))
+        w_name, b_name = fresh_name(f"{base}_group_{g}_w", names), fresh_name(f"{base}_group_{g}_b", names)
+        graph.initializer.extend([numpy_helper.from_array(weight[g * out_per:(g + 1) * out_per].copy(), w_name),
+                                  numpy_helper.from_array(bias[g * out_per:(g + 1) * out_per].astype(weight.dtype), b_name)])
+        part = onnx.NodeProto()
+        part.CopyFrom(conv)
+        part.name = fresh_name(f"{base}_group_{g}", names)
+        del part.input[:]
+        part.input.extend([piece, w_name, b_name])
+        part.output[0] = fresh_name(f"{base}_group_{g}_out", names)
+        for a in part.attribute:
+            if a.name == "group":
+                a.i = 1
+        new.append(part)
+        pieces.append(part.output[0])
+    new.append(helper.make_node("Concat", pieces, [conv.output[0]], axis=1, name=fresh_name(base, names)))
+    graph.node.remove(conv)
+    for offset, node in enumerate(new):
+        graph.node.insert(position + offset, node)

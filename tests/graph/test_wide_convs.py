@@ -1,0 +1,162 @@
+"""Convolutions split over their input channels as rknn-toolkit2 2.5.0 does (probe convolutions
+measured on rk3588, docs/fidelity.md): per chip (data), per weight width, exact in float."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from openrknn import chips
+from openrknn.compile import build_model
+from openrknn.config import parse_config
+from openrknn.frontends.onnx_file import load_onnx
+from openrknn.graph import npu_layers
+from openrknn.graph.passes import optimize
+from openrknn.graph.passes.wide_convs import conv_tiles, split_wide_convs
+from tests.helpers import reference_session
+
+_RNG = np.random.default_rng(3)
+
+
+def _conv_model(cin: int, cout: int = 32, k: int = 3, relu: bool = True, residual: bool = False) -> onnx.ModelProto:
+    """x → 1×1 Conv + Relu (cin channels) → k×k Conv (+ residual Add) (+ Relu)."""
+    inits = [numpy_helper.from_array(_RNG.normal(0, .1, (cin, 8, 1, 1)).astype(np.float32), "w0"),
+             numpy_helper.from_array(_RNG.normal(0, .1, (cout, cin, k, k)).astype(np.float32), "w"),
+             numpy_helper.from_array(_RNG.normal(0, .1, cout).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["p"], name="pre"), helper.make_node("Relu", ["p"], ["a"], name="r0"),
+             helper.make_node("Conv", ["a", "w", "b"], ["c"], name="big", kernel_shape=[k, k], pads=[k // 2] * 4)]
+    last = "c"
+    if residual:
+        inits.append(numpy_helper.from_array(_RNG.normal(0, .1, (cout, 8, 1, 1)).astype(np.float32), "ws"))
+        nodes += [helper.make_node("Conv", ["x", "ws"], ["s"], name="short"), helper.make_node("Add", ["c", "s"], ["r"], name="add")]
+        nodes.insert(0, nodes.pop(-2))   # the shortcut Conv first: the Add goes with the big Conv's layer
+        last = "r"
+    if relu:
+        nodes.append(helper.make_node("Relu", [last], ["y"], name="r1"))
+        last = "y"
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                              [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, cout, 6, 6])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _rows(model: onnx.ModelProto) -> list[str]:
+    npu_layers.mark_layers(model)
+    return [r.op_name for r in npu_layers.layer_records(model.graph) if r.kind != "alias"]
+
+
+def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    return reference_session(model.SerializeToString()).run(None, {"x": x})[0]
+
+
+def test_tiles_follow_the_measured_depths():
+    assert conv_tiles(336, 9, 3072) == [(0, 336)]                  # 3024 bytes: one Conv
+    assert conv_tiles(352, 9, 3072) == [(0, 176), (176, 352)]      # 3168: two halves
+    assert conv_tiles(8192, 1, 3072) == [(0, 3072), (3072, 6144), (6144, 8192)]
+    assert conv_tiles(6400, 1, 3072)[-1] == (6144, 6400)
+
+
+def test_deep_conv_is_split_with_its_activation_on_the_last_tile():
+    """352 input channels, 3×3, int8: Split, Conv, ConvAddRelu (rknn-toolkit2 prints the same)."""
+    model = optimize(_conv_model(352), 3)
+    x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    before = _run(model, x)
+    assert split_wide_convs(model, 3072, 1).modified
+    assert _rows(model) == ["ConvRelu", "Split", "Conv", "ConvAddRelu"]
+    np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+    untouched = optimize(_conv_model(336), 3)
+    assert not split_wide_convs(untouched, 3072, 1).modified
+
+
+def test_residual_add_after_a_split_conv_is_its_own_layer():
+    """ResNet layer4: the tiles' ConvAdd takes the partial sum, the residual is ``AddRelu``."""
+    model = optimize(_conv_model(512, residual=True), 3)
+    x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    before = _run(model, x)
+    split_wide_convs(model, 3072, 1)
+    assert _rows(model) == ["Conv", "ConvRelu", "Split", "Conv", "ConvAdd", "AddRelu"]
+    np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+
+
+def test_the_limit_is_chip_data_and_counts_weight_bytes(tmp_path):
+    """rk3588 splits, rk3566 and rk3576 do not (measured up to 4608 bytes); float16 weights are
+    two bytes, so 176 channels × 3×3 split in float16 and not in int8."""
+    assert chips.get_chip("rk3588").lowering["conv_split_input_bytes"] == 3072
+    assert not chips.get_chip("rk3566").lowering.get("conv_split_input_bytes")
+    assert not chips.get_chip("rk3576").lowering.get("conv_split_input_bytes")
+    path = tmp_path / "m.onnx"
+    onnx.save(_conv_model(176), path)
+
+    def convs(platform: str) -> int:
+        built = build_model(load_onnx(str(path)), parse_config(target_platform=platform), False, None, None)
+        return sum(n.op_type == "Conv" for n in built.graph.graph.node)
+    assert convs("rk3588") == 3 and convs("rk3566") == 2
+
+
+def _concat_model(second: int, silu: bool = False, third: bool = False) -> onnx.ModelProto:
+    """Conv(x)[16] and Conv+Relu(x)[second] concatenated, read by a 3×3 Conv + Relu (or SiLU)."""
+    width = 16 + second + (16 if third else 0)
+    inits = [numpy_helper.from_array(_RNG.normal(0, .3, (16, 8, 1, 1)).astype(np.float32), "wa"),
+             numpy_helper.from_array(_RNG.normal(0, .3, (second, 8, 1, 1)).astype(np.float32), "wb"),
+             numpy_helper.from_array(_RNG.normal(0, .3, (4, width, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(_RNG.normal(0, .3, 4).astype(np.float32), "b")]
+    act = ([helper.make_node("Sigmoid", ["c"], ["sg"], name="sg"), helper.make_node("Mul", ["c", "sg"], ["y"], name="silu")]
+           if silu else [helper.make_node("Relu", ["c"], ["y"], name="r")])
+    nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="ca"), helper.make_node("Conv", ["x", "wb"], ["b0"], name="cb"),
+             helper.make_node("Relu", ["b0"], ["bb"], name="rb"),
+             helper.make_node("Concat", ["a", "bb"] + (["a"] if third else []), ["cat"], axis=1, name="cat"),
+             helper.make_node("Conv", ["cat", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1])] + act
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_concat_read_by_one_conv_is_one_conv_per_input():
+    """Conv(Concat(a, b)) runs as Conv(a) and Conv(b) adding it (``ConvAdd``), no Concat layer
+    (measured: probe graph, U-Net decoder); values equal."""
+    x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    model = _concat_model(8)
+    optimized = optimize(model, 3)
+    assert "Concat" not in [n.op_type for n in optimized.graph.node]
+    assert _rows(optimized) == ["Conv", "ConvRelu", "Conv", "ConvAddRelu"]
+    np.testing.assert_allclose(_run(optimized, x), _run(model, x), rtol=1e-4, atol=1e-5)
+    # before a SiLU: split when a piece is not whole 16-channel blocks, the SiLU then alone
+    # (ReXNet 27 + 11: ConvAdd + exSwish); kept for whole blocks (YOLOv5's C3); both measured
+    optimized = optimize(_concat_model(8, silu=True), 3)
+    assert _rows(optimized) == ["Conv", "ConvRelu", "Conv", "ConvAdd", "exSwish"]
+    assert "Concat" in [n.op_type for n in optimize(_concat_model(16, silu=True), 3).graph.node]
+    # ... and a Concat of more than two inputs stays (DeepLab's ASPP, measured)
+    assert "Concat" in [n.op_type for n in optimize(_concat_model(8, third=True), 3).graph.node]
+
+
+def _grouped_model(width: int, channels: int = 32) -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(_RNG.normal(0, .3, (channels, 8, 1, 1)).astype(np.float32), "w0"),
+             numpy_helper.from_array(_RNG.normal(0, .3, (channels, width, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(_RNG.normal(0, .3, channels).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["p"], name="pre"), helper.make_node("Relu", ["p"], ["a"], name="r0"),
+             helper.make_node("Conv", ["a", "w", "b"], ["c"], name="g", group=channels // width, pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"], name="r1")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 6, 6])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_grouped_convs_run_dense_or_per_group_as_the_chip_does():
+    """rk3588 (data: 8 bytes) keeps 8-wide int8 groups as one dense Conv and splits 16-wide ones into
+    Split, one Conv per group, Concat and the Relu alone (measured); rk3566 (4) splits 8-wide ones."""
+    from openrknn.graph.passes.wide_convs import lower_grouped_convs
+    assert chips.get_chip("rk3588").lowering["grouped_conv_dense_max_bytes"] == 8
+    assert chips.get_chip("rk3566").lowering["grouped_conv_dense_max_bytes"] == 4
+    x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    for width, limit, rows in ((8, 8, ["ConvRelu", "ConvRelu"]),
+                               (16, 8, ["ConvRelu", "Split", "Conv", "Conv", "Concat", "Relu"]),
+                               (8, 4, ["ConvRelu", "Split"] + ["Conv"] * 4 + ["Concat", "Relu"])):
+        model = optimize(_grouped_model(width), 3)
+        before = _run(model, x)
+        assert lower_grouped_convs(model, limit).modified
+        assert _rows(model) == rows, (width, limit)
+        np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+    model = optimize(_grouped_model(8), 3)   # float16 weights: 8 channels are 16 bytes, split on rk3588
+    lower_grouped_convs(model, 8, weight_bytes=2)
+    assert "Concat" in _rows(model)
+    depthwise = optimize(_grouped_model(1), 3)
+    assert not lower_grouped_convs(depthwise, 8).modified
