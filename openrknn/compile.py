@@ -22,6 +22,7 @@ from openrknn.graph.custom_ops import CUSTOM_DOMAIN, CustomOpRegistry, apply_cus
 from openrknn.graph.io_reshape import remove_boundary_reshapes
 from openrknn.graph.layer_index import count_layers
 from openrknn.graph.passes import optimize
+from openrknn.graph.passes.wide_convs import lower_grouped_convs, split_wide_convs
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.pruning import prune_zero_channels
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
@@ -33,6 +34,7 @@ from openrknn.model_file.graph_checks import check_empty_inputs
 from openrknn.model_file.header_schema import check_input_sizes
 from openrknn.profile.limits import check_build
 from openrknn.quant.joins import warn_lopsided_joins
+from openrknn.quant.settings import DTYPES
 
 
 def build_model(source: SourceModel, cfg: ModelConfig, do_quantization: bool, dataset: str | None,
@@ -177,8 +179,6 @@ def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: b
     """The chip's own lowering (``lowering`` in its data file), as rknn-toolkit2 does on that chip:
     grouped Convs run dense or per group, Convs too deep for one NPU pass split over their input
     channels."""
-    from openrknn.graph.passes.wide_convs import lower_grouped_convs, split_wide_convs
-    from openrknn.quant.settings import DTYPES
     spec = DTYPES.get(str(cfg.quantized_dtype)) if do_quantization else None
     weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
     lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_bytes"), weight_bytes)

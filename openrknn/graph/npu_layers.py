@@ -603,7 +603,8 @@ class LayerRecord:
             (LayerNorm, attention: integer in and out, float32 inside), ``data``, ``alias``
             (Identity/Dropout: no layer) or ``other``.
         op_name: the OpType rknn-toolkit2 prints (``ConvHardSwish``, ``ConvAdd``, ``exSwish`` ...).
-        target: ``NPU`` or ``CPU`` (``op_target``; chip-dependent placement is :func:`target_for`'s).
+        target: ``NPU`` or ``CPU``: ``op_target`` here; ``graph/placement.executed_layers`` places
+            the records for a chip (op lists, NPU limits, dtypes) and is the one place that decides.
         stored: the tensors the layer writes to memory.
         dtype: the dtype of its first stored tensor (``tensor_dtypes``, else the default given).
         node_outputs: the first output of each member node (what identifies a node in a graph).
@@ -686,7 +687,7 @@ def constant_operand_dtype(group: LayerGroup, constant_sizes: dict[str, int], qu
 
 def target_for(node: onnx.NodeProto, chip: object | None = None) -> str | None:
     """Where ``node`` runs when that is decided by the model alone: ``'CPU'`` for an ``op_target``
-    node, else None (the caller's chip data decide). The hook for per-chip NPU limits."""
+    node, else None (``graph/placement`` then decides from the chip's data)."""
     return "CPU" if _mark(node, TARGET_KEY) == "CPU" else None
 
 

@@ -71,8 +71,6 @@ class CostTable:
     layer_overhead_us: float
     low_efficiency_factor: float
     cpu: CpuCost
-    cpu_ops: frozenset[str]
-    npu_ops: frozenset[str]
     split_ops: frozenset[str]
     min_split_cycles: float
     per_layer_perf: bool
@@ -130,7 +128,6 @@ def _parse(chip: Chip) -> CostTable:
             layer_overhead_us=float(_need(raw, "layer_overhead_us", name)),
             low_efficiency_factor=float(_need(raw, "low_efficiency_factor", name)),
             cpu=CpuCost(**_need(raw, "cpu", name)),
-            cpu_ops=frozenset(raw.get("cpu_ops") or ()), npu_ops=frozenset(raw.get("npu_ops") or ()),
             split_ops=frozenset(multicore.get("split_ops") or ()),
             min_split_cycles=float(multicore.get("min_split_cycles", 0)),
             per_layer_perf=bool(raw.get("per_layer_perf", True)),

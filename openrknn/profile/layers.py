@@ -4,6 +4,8 @@ One :class:`Layer` per row of the real tool's "Network Layer Information Table":
 ``InputOperator`` per input, one layer per NPU/CPU op after the hardware fusions of seed 002
 §8.4.2 (Conv+BatchNorm, Conv+activation, Conv+Add(+activation), Conv+Sigmoid·Mul = ConvExSwish),
 and an ``OutputOperator`` per output. Shapes come from ONNX shape inference (all static).
+The grouping, the printed OpType and where each layer runs come from the layer record
+(``graph/placement.executed_layers``); this module sizes and costs the rows and decides no target.
 """
 from __future__ import annotations
 
@@ -11,19 +13,13 @@ import math
 from dataclasses import dataclass, field
 
 import onnx
-from onnx import TensorProto, helper
 
-from openrknn import chips, log
-from openrknn.errors import ModelLoadError
-from openrknn.graph import npu_layers
-from openrknn.graph.preprocess import PREPROCESS_KEY
+from openrknn import chips
+from openrknn.graph import npu_layers, placement
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile import op_support
 from openrknn.profile.cost_table import CostTable, cost_table
 from openrknn.quant.settings import DTYPES, canonical_dtype
-
-_ONNX_INT_TYPES = {TensorProto.INT64: "int64", TensorProto.INT32: "int32", TensorProto.BOOL: "bool",
-                   TensorProto.UINT8: "uint8", TensorProto.INT8: "int8", TensorProto.INT16: "int16"}
 
 @dataclass(frozen=True)
 class TensorInfo:
@@ -97,77 +93,6 @@ def default_dtypes(quantized_dtype: str | None) -> tuple[str, str]:
     return spec.act_dtype or "float16", spec.weight_dtype
 
 
-class _Graph:
-    """Shape-inferred view of the structural graph with constants resolved."""
-
-    def __init__(self, model: RKNNModel) -> None:
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model.graph, strict_mode=False, data_prop=True)
-        except Exception as e:  # noqa: BLE001 - onnx raises several types; we only need a clear message
-            raise ModelLoadError(f"shape inference of the built model failed ({e}); eval_perf/eval_memory need "
-                                 f"static shapes: fix the input shapes with load_onnx(inputs=..., input_size_list=...)") from e
-        g = inferred.graph
-        self.graph = g
-        self.elem_type: dict[str, int] = {}
-        self.shapes: dict[str, tuple[int, ...]] = {}
-        for vi in list(g.input) + list(g.output) + list(g.value_info):
-            t = vi.type.tensor_type
-            self.elem_type[vi.name] = t.elem_type
-            if t.HasField("shape"):
-                self.shapes[vi.name] = tuple(max(int(d.dim_value), 1) if d.HasField("dim_value") else 1
-                                             for d in t.shape.dim)
-        self.consts: set[str] = set()
-        for init in g.initializer:
-            self.consts.add(init.name)
-            self.shapes[init.name] = tuple(int(d) for d in init.dims)
-            self.elem_type[init.name] = init.data_type
-        self.inputs = [vi.name for vi in g.input if vi.name not in self.consts]
-        self.outputs = [vi.name for vi in g.output]
-        self.nodes = self._live_nodes(g)
-        self.consumers: dict[str, list[onnx.NodeProto]] = {}
-        for n in self.nodes:
-            for i in n.input:
-                if i:
-                    self.consumers.setdefault(i, []).append(n)
-        self.producer = {o: n for n in self.nodes for o in n.output}
-
-    def _live_nodes(self, g: onnx.GraphProto) -> list[onnx.NodeProto]:
-        """Nodes left after constant folding and alias removal, in topological order."""
-        self.alias: dict[str, str] = {}
-        self.converted: dict[str, str] = {}   # graph input -> the tensor its input stage writes
-        live = []
-        for n in g.node:
-            ins = [self.alias.get(i, i) for i in n.input if i]
-            if n.op_type in op_support.SHAPE_OPS or (ins and all(i in self.consts for i in ins)):
-                self.consts.update(n.output)
-                if n.op_type == "Constant":
-                    for a in n.attribute:
-                        if a.name == "value":
-                            self.shapes[n.output[0]] = tuple(int(d) for d in a.t.dims)
-                continue
-            if (n.op_type in npu_layers.ALIAS_OPS or _is_preprocess(n)) and ins:
-                self.alias[n.output[0]] = ins[0]   # preprocessing runs in the NPU's input stage
-                if _is_preprocess(n):
-                    self.converted[ins[0]] = n.output[0]
-                continue
-            node = helper.make_node(n.op_type, [self.alias.get(i, i) for i in n.input], list(n.output),
-                                    name=n.name or f"{n.op_type}_{len(live)}", domain=n.domain)
-            node.attribute.extend(n.attribute)
-            node.metadata_props.extend(n.metadata_props)   # the NPU layer marks (graph.npu_layers)
-            live.append(node)
-        self.outputs_resolved = [self.alias.get(o, o) for o in [vi.name for vi in g.output]]
-        return live
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return self.shapes.get(self.alias.get(name, name), ())
-
-    def single_consumer(self, name: str) -> onnx.NodeProto | None:
-        users = self.consumers.get(name, [])
-        if len(users) == 1 and name not in self.outputs_resolved:
-            return users[0]
-        return None
-
-
 class LayerBuilder:
     """Builds the layer list of one model for one chip (see module docstring)."""
 
@@ -175,123 +100,44 @@ class LayerBuilder:
         self.model = model
         self.cost = cost
         self.float_on_npu = float_on_npu
-        self.g = _Graph(model)
+        self.g = placement.LiveGraph(model)
         self.act_dtype, self.weight_dtype = default_dtypes(model.quantized_dtype)
-        # the layer record (graph/npu_layers): grouping, printed OpType, op_target; by node output
-        self.record_of = {out: record for record in npu_layers.model_records(model)
-                          for out in record.node_outputs if out}
-        # layers the chip's NPU limits put on the CPU (profile/limits.check_build, issue 32), by node name
-        self.limit_cpu = set((model.metadata or {}).get("npu_limit_cpu_layers") or ())
 
     # --- dtypes -----------------------------------------------------------------------------
     def dtype(self, name: str) -> str:
-        written = self.g.converted.get(name)
-        if written in self.model.tensor_dtypes:   # the input stage converts to what the layers read
-            return self.model.tensor_dtypes[written]
-        if name in self.model.tensor_dtypes:
-            return self.model.tensor_dtypes[name]
-        et = self.g.elem_type.get(name)
-        if et in _ONNX_INT_TYPES and not (name in self.g.consts and et in (TensorProto.INT8, TensorProto.UINT8)):
-            return _ONNX_INT_TYPES[et]
-        if name in self.g.inputs and self.model.is_quantized and len(self.g.shape(name)) == 4:
-            return "uint8"          # image inputs of quantized models are fed as UINT8 (seed 002 §4.1.3)
-        if name in self.g.consts:
-            return self.weight_dtype
-        return self.act_dtype
+        return self.g.tensor_dtype(self.model, name, self.act_dtype, self.weight_dtype)
 
     def info(self, name: str) -> TensorInfo:
         return TensorInfo(name, self.g.shape(name), self.dtype(name), name in self.g.consts)
 
-    def _weight_info(self, name: str, weight: str) -> TensorInfo:
-        """A weight or bias of the layer whose weight is ``weight``: when the quantizer left that weight
-        unquantized (a layer hybrid quantization puts in float16), its float initializers are stored in
-        float16. (A model the quantizer did not produce — the cost model's reference networks — keeps the
-        build's weight dtype; an int16 layer's float bias does not make the layer float16.)"""
-        info = self.info(name)
-        if (self.model.is_quantized and "quantization" in (self.model.metadata or {})
-                and weight not in self.model.quant_params
-                and self.g.elem_type.get(name) == TensorProto.FLOAT):
-            return TensorInfo(name, info.shape, "float16", True)
-        return info
-
     # --- build ------------------------------------------------------------------------------
     def build(self) -> list[Layer]:
-        self._groups = {}
-        by_layer: dict[str, list[onnx.NodeProto]] = {}
-        for node in self.g.nodes:
-            record = self.record_of.get(node.output[0]) if node.output else None
-            by_layer.setdefault(record.name if record else node.name, []).append(node)
-        for members in by_layer.values():
-            for node in members:
-                self._groups[node.name] = members
+        # the layer records (graph/): grouping, printed OpType and the target on this chip
+        executed = placement.executed_layers(self.model, self.g, chips.get_chip(self.cost.chip), self.act_dtype,
+                                             self.weight_dtype, self.float_on_npu)
         layers = [Layer("InputOperator", "InputOperator", name, "input", "CPU", self.dtype(name),
                         outputs=[self.info(name)]) for name in self.g.inputs]
-        used: set[str] = set()
-        self._done: set[str] = set(self.g.inputs) | self.g.consts
-        for node in self.g.nodes:
-            if node.name in used:
-                continue
-            group = self._groups.get(node.name, [node])
-            self._done.update(o for n in group for o in n.output)
-            used.update(n.name for n in group)
-            layer = self._layer(group)
-            layers.extend(_pooling_cascade(layer) if self.cost.toolkit == 2 else [layer])
+        for layer in executed:
+            row = self._layer(layer.nodes, layer.record)
+            layers.extend(_pooling_cascade(row) if self.cost.toolkit == 2 else [row])
         for name in self.g.outputs_resolved:
             t = self.info(name)
             layers.append(Layer("OutputOperator", "OutputOperator", name, "output", "CPU", t.dtype, inputs=[t]))
         return layers
 
-    def _is_weighted(self, node: onnx.NodeProto) -> bool:
-        if node.op_type in ("Conv", "ConvTranspose"):
-            return True
-        return node.op_type in ("Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in self.g.consts
-
-    def _record(self, group: list[onnx.NodeProto]) -> npu_layers.LayerRecord | None:
-        return self.record_of.get(group[0].output[0]) if group[0].output else None
-
-    def _printed(self, group: list[onnx.NodeProto]) -> str:
-        record = self._record(group)
-        if record is not None:
-            return record.op_name
-        main = group[0]
-        return npu_layers.PRINTED_NAME.get(main.op_type, main.op_type)
-
-    def _layer(self, group: list[onnx.NodeProto]) -> Layer:
+    def _layer(self, group: list[onnx.NodeProto], record: npu_layers.LayerRecord) -> Layer:
         main, last = group[0], group[-1]
-        acts = [i for n in group for i in n.input if i and i not in self.g.consts
-                and i not in {o for m in group for o in m.output}]
-        weights = [i for i in main.input[1:] if i in self.g.consts] if self._is_weighted(main) else []
-        inputs = [self.info(i) for i in dict.fromkeys(acts)] + [self._weight_info(w, weights[0]) for w in weights]
+        names = self.g.layer_inputs(group)
+        dtypes = self.g.layer_input_dtypes(self.model, group, self.act_dtype, self.weight_dtype)
+        inputs = [TensorInfo(name, self.g.shape(name), dtype, name in self.g.consts) for name, dtype in zip(names, dtypes)]
         outputs = [self.info(o) for o in last.output if o]
         kind, conv = self._kind(main)
-        record = self._record(group)
-        if len(group) > 1 and record is not None and record.op_name == npu_layers.PRINTED_ALONE[npu_layers.ATTENTION]:
+        if len(group) > 1 and record.op_name == npu_layers.PRINTED_ALONE[npu_layers.ATTENTION]:
             kind, conv = self._attention_kind(group)
-        printed_dtype = (record.operand_dtype if record is not None else None) or (
-            inputs[0].dtype if inputs else self.act_dtype)
-        layer = Layer(self._printed(group), main.op_type, main.name, kind, "NPU", printed_dtype, inputs, outputs, conv,
-                      tuple(n.name for n in group),
-                      low_efficiency=len(group) == 1 and main.op_type in op_support.LOW_EFFICIENCY_OPS)
-        layer.target = self._target(main, layer, record)
-        return layer
-
-    def _target(self, node: onnx.NodeProto, layer: Layer, record: npu_layers.LayerRecord | None) -> str:
-        op = node.op_type
-        if (record is not None and record.target == "CPU") or node.name in self.limit_cpu \
-                or any(o in self.limit_cpu for o in node.output) \
-                or op in op_support.CPU_OPS or op in self.cost.cpu_ops:
-            return "CPU"
-        if op not in op_support.NPU_OPS and op not in self.cost.npu_ops:
-            log.debug(f"eval_perf: op {op} ({node.name}) has no NPU kernel in the cost model; costed on the CPU")
-            return "CPU"
-        if any(t.dtype == "int64" for t in layer.inputs if not t.const):
-            return "CPU"
-        if layer.op_type == "Reshape" and self.cost.toolkit == 2 and \
-                any(o.name in self.g.outputs_resolved for o in layer.outputs):
-            return "CPU"            # a final Reshape is done by the CPU (seed 002 §4.1.3 example)
-        if layer.dtype in ("float16", "float32") and not self.float_on_npu:
-            return "CPU"
-        return "NPU"
+        return Layer(record.op_name, main.op_type, main.name, kind, record.target,
+                     placement.layer_dtype(record, dtypes, self.act_dtype), inputs, outputs, conv,
+                     tuple(n.name for n in group),
+                     low_efficiency=len(group) == 1 and main.op_type in op_support.LOW_EFFICIENCY_OPS)
 
     def _attention_kind(self, group: list[onnx.NodeProto]) -> tuple[str, ConvGeometry | None]:
         """An attention layer costs its two products, q·kᵀ and softmax·v: the geometry of the first
@@ -389,10 +235,6 @@ def _pooling_cascade(layer: Layer) -> list[Layer]:
                             layer.dtype, [current], [out], ConvGeometry(n * h * w, kh, kw, 1, 1, c, w), layer.nodes))
         current, k = out, k + 1
     return stages
-
-
-def _is_preprocess(node: onnx.NodeProto) -> bool:
-    return any(p.key == PREPROCESS_KEY for p in node.metadata_props)
 
 
 def build_layers(model: RKNNModel, cost: CostTable, float_on_npu: bool = True) -> list[Layer]:

@@ -10,14 +10,14 @@ from typing import Any
 
 from openrknn import chips, log
 from openrknn.errors import ConfigError
-from openrknn.graph import npu_limits
+from openrknn.graph import npu_limits, placement
 from openrknn.graph.npu_limits import Finding
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.profile.cost_model import cpu_time_us
 from openrknn.profile.cost_table import cost_table
 from openrknn.profile.layers import build_layers
 
-METADATA_KEY = "npu_limit_cpu_layers"   # node names the limits put on the CPU (read by profile.layers)
+METADATA_KEY = placement.LIMIT_CPU_KEY   # node names the limits put on the CPU (read by graph.placement)
 
 
 @dataclass

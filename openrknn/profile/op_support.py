@@ -1,35 +1,9 @@
-"""Which ONNX ops the NPU runs, how they print, and which are slow (seed 002 §8.4.2, table 8-5).
+"""Which ONNX ops are slow on the NPU (seed 002 table 8-5) and how Toolkit1 names layers.
 
-These sets are the defaults for every chip; a chip table adds to them with ``cost.cpu_ops``
-(forced onto the CPU) and ``cost.npu_ops`` (extra NPU ops).
+Which ops the NPU runs at all, and so where each layer runs, is the layer record's
+(``openrknn.graph.placement``): this module decides no target.
 """
 from __future__ import annotations
-
-# Ops the RKNPU2 compiler maps to NPU layers (the OpList of the SDK, common subset).
-NPU_OPS = frozenset({
-    "Conv", "ConvTranspose", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean",
-    "Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Elu", "Selu", "HardSwish", "HardSigmoid",
-    "Softplus", "Gelu", "Erf", "Exp", "Sqrt", "Pow", "Neg", "Abs", "Reciprocal", "Log", "Sin", "Cos",
-    "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpNormalization",
-    "Concat", "Split", "Slice", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-    "Resize", "Upsample", "Pad", "Tile", "DepthToSpace", "SpaceToDepth", "Expand",
-    "Softmax", "LogSoftmax", "ReduceMean", "ReduceSum", "ReduceMin", "ReduceL2",
-    "LayerNormalization", "InstanceNormalization", "BatchNormalization", "Gather", "Cast",
-    "LSTM", "GRU", "Swish", "Mish", "ThresholdedRelu", "Celu", "Shrink",
-})
-
-# Ops that always run on the CPU (seed 002 fig 8-4/8-5: ReduceMax, ArgMax on CPU; control flow,
-# index and dynamic-shape ops have no NPU kernel).
-CPU_OPS = frozenset({
-    "ArgMax", "ArgMin", "ReduceMax", "ReduceProd", "TopK", "NonMaxSuppression", "NonZero", "Where",
-    "ScatterND", "ScatterElements", "GatherND", "GatherElements", "Loop", "If", "Scan", "Range",
-    "Einsum", "Mod", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or",
-    "Xor", "CumSum", "RoiAlign", "GridSample", "ConstantOfShape", "OneHot", "Round", "Floor", "Ceil",
-    "RandomNormal", "RandomUniform", "Multinomial", "Unique", "Trilu", "Compress",
-})
-
-# Ops evaluated at build time: their outputs are constants when shapes are static.
-SHAPE_OPS = frozenset({"Constant", "Shape", "Size"})
 
 # Seed 002 table 8-5: data movement, size transform and non-ReLU activations have low NPU efficiency.
 LOW_EFFICIENCY_OPS = frozenset({

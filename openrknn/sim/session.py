@@ -13,6 +13,7 @@ import onnx
 from onnx.utils import Extractor
 
 from openrknn.errors import InferenceInputError
+from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_NHWC, RKNNModel, TensorSpec
 from openrknn.graph.custom_ops import CustomOpRegistry
 # the runner moved below quant/ and sim/; re-exported for code that imports it from here
@@ -31,10 +32,8 @@ def lower(model: RKNNModel) -> onnx.ModelProto:
         return lower_quantized(model)
     if model.float_dtype == "float32":
         return model.graph
-    cpu_tensors = set()
-    for node in model.graph.graph.node:
-        if (model.metadata.get("op_target") or {}).get(node.name) == "cpu":
-            cpu_tensors.update(node.output)
+    # the layer record says which layers run on the CPU (op_target): their outputs stay float32
+    cpu_tensors = {t for record in npu_layers.model_records(model) if record.target == "CPU" for t in record.stored}
     return lower_fp16(model.graph, exclude=cpu_tensors)
 
 
