@@ -9,10 +9,10 @@ Modes: ``int8`` (plain ``normal`` build), ``auto_hybrid`` (``build(auto_hybrid=T
 0.995, target ``--target``, default rk3588: moves ordered by output cosine regained per estimated µs,
 each layer to the cheaper of the precisions the target offers) and ``fp16_sensitivity`` (the same
 search with no cost model: float16 only, layers ordered by sensitivity alone). Run the same script once per code base to compare them in the same run —
-``--repo`` is put first on ``sys.path``, so ``--repo /work/main`` measures main's code (float16-only
+``--repo`` is put first on ``sys.path``, so ``--repo ../openrknn-main`` measures main's code (float16-only
 auto_hybrid) and the default measures this checkout::
 
-    python bench/auto_hybrid_tradeoff.py --repo /work/main --models det --modes auto_hybrid
+    python bench/auto_hybrid_tradeoff.py --repo ../openrknn-main --models det --modes auto_hybrid
     python bench/auto_hybrid_tradeoff.py --models det --modes int8,auto_hybrid
 
 The detector gets 20 calibration and 10 held-out text pictures (``text_images.py``); the recognizer

@@ -5,7 +5,7 @@
 Models: the ONNX files ``export_models.py`` wrote to ``bench/oracle/.cache`` plus the shared PP-OCR
 ONNX and MediaPipe TFLite models. Both toolkits calibrate on the same pictures (the shared photos,
 resized; random values for a non-image input). Rockchip's toolkit runs in its own venv
-(``/work/rknn-ref`` or ``--reference-venv``) as a subprocess, with ``-I`` from a folder outside the
+(``--reference-venv``, default: the venv of ``$OPENRKNN_RKNN_TOOLKIT2``) as a subprocess, with ``-I`` from a folder outside the
 repository. Per model, platform and dtype it records (a JSON file in the cache; finished runs are
 kept, so the corpus resumes; rknn-toolkit2's rows, scales and stored tensors are kept apart in
 ``vendor/``, so deleting a result re-runs only openrknn's side):
@@ -35,6 +35,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+SHARED = Path(os.environ.get("OPENRKNN_TEST_DATA", REPO.parent / "shared"))   # ../shared, or a worktree's data
+
+
+def _default_reference_venv() -> str:
+    """The venv whose Python ``$OPENRKNN_RKNN_TOOLKIT2`` names (rknn-toolkit2 installed there)."""
+    python = os.environ.get("OPENRKNN_RKNN_TOOLKIT2")
+    return str(Path(python).parents[1]) if python else "rknn-reference-venv"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -110,7 +117,7 @@ def dataset_for(folder: Path, shape: tuple[int, ...], count: int = 4) -> tuple[P
     from PIL import Image
     lines = []
     image = len(shape) == 4 and 3 in (shape[1], shape[3])
-    photos = sorted((REPO.parent / "shared" / "images").glob("*.png")) or sorted(Path("/work/shared/images").glob("*.png"))
+    photos = sorted((SHARED / "images").glob("*.png"))
     for i in range(count):
         if image and photos:
             h, w = (shape[2], shape[3]) if shape[1] == 3 else (shape[1], shape[2])
@@ -125,9 +132,7 @@ def dataset_for(folder: Path, shape: tuple[int, ...], count: int = 4) -> tuple[P
 
 def model_inputs(name: str, cache: Path) -> tuple[str, Path, list | None, tuple]:
     """(kind, path, input_size_list or None, input shape)."""
-    shared = REPO.parent / "shared" / "models"
-    if not shared.exists():
-        shared = Path("/work/shared/models")
+    shared = SHARED / "models"
     if name in SHARED_ONNX:
         file, shape = SHARED_ONNX[name]
         return "onnx", shared / "onnx" / file, [list(shape)], shape
@@ -318,7 +323,7 @@ def summary(cache: Path) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cache", default=str(HERE / ".cache"))
-    ap.add_argument("--reference-venv", default="/work/rknn-ref")
+    ap.add_argument("--reference-venv", default=_default_reference_venv())
     ap.add_argument("--platforms", nargs="*", default=["rk3588"])
     ap.add_argument("--dtypes", nargs="*", default=["int8"])
     ap.add_argument("--only", nargs="*")
