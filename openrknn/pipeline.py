@@ -125,3 +125,10 @@ def hybrid_step2(model_input: str, data_input: str, model_quantization_cfg: str,
     log.info(f"hybrid_quantization_step2: {len(inputs.overrides.float_layers)} layer(s) in float16, "
              f"{len(inputs.overrides.params)} edited parameter set(s)")
     return model
+
+
+def rebuild_with_float_layers(source: SourceModel, cfg: ModelConfig, dataset: str | None,
+                              custom_ops: CustomOpRegistry | None, layers: Sequence[str]) -> RKNNModel:
+    """The workbench's Hybrid page: the loaded model quantized again with ``layers`` (node names) in
+    float16 — the build of ``hybrid_quantization_step2`` with a cfg listing them."""
+    return build_model(source, cfg, True, dataset, None, custom_ops, QuantOverrides(float_layers=frozenset(layers)))

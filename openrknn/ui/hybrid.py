@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from openrknn import log
+from openrknn import log, pipeline
 from openrknn.analysis.tradeoff import TradeoffPoint
-from openrknn.compile import build_model
 from openrknn.errors import RKNNError
-from openrknn.quant.overrides import QuantOverrides
 from openrknn.report.svg import esc
 from openrknn.report.tradeoff import tradeoff_svg
 
@@ -22,8 +20,7 @@ def rebuild_with_float_layers(rknn: Any, dataset: str, layers: Sequence[str]) ->
         log.error("hybrid: the source model is not loaded (a loaded .rknn cannot be re-quantized)")
         return -1
     try:
-        model = build_model(rknn._source, rknn._cfg(), True, dataset, None, rknn._custom_ops,
-                            QuantOverrides(float_layers=frozenset(layers)))
+        model = pipeline.rebuild_with_float_layers(rknn._source, rknn._cfg(), dataset, rknn._custom_ops, layers)
     except RKNNError as e:
         log.error(f"hybrid: {e}")
         return -1

@@ -319,3 +319,13 @@ def test_the_function_level_check_sees_a_plain_import(tmp_path):
     assert len(_function_level_imports(tree)) == 2
     assert not _optional_extras("x", ast.parse("import numpy\nimport json\n"))
     assert _optional_extras("x", ast.parse("try:\n    import torch\nexcept ImportError:\n    torch = None\n")) == {"torch"}
+
+
+def test_only_the_pipeline_builds():
+    """Every build of the package goes through openrknn/pipeline.py (the facade, the workbench's
+    Hybrid page): no other module calls compile.build_model."""
+    callers = sorted(name for name, path in MODULES.items()
+                     if name not in ("openrknn.compile", "openrknn.pipeline")
+                     and any(isinstance(n, ast.Call) and getattr(n.func, "id", getattr(n.func, "attr", None)) == "build_model"
+                             for n in ast.walk(ast.parse(path.read_text(), str(path)))))
+    assert not callers, f"build_model called outside openrknn/pipeline.py: {callers}"
