@@ -467,8 +467,7 @@ def verify(data: dict[str, list[Rows]]) -> int:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    shared = next((p for p in (os.environ.get("OPENRKNN_TEST_DATA"), REPO.parent / "shared", REPO.parents[2] / "shared")
-                   if p and Path(p).is_dir()), REPO.parent / "shared")
+    shared = os.environ.get("OPENRKNN_TEST_DATA") or REPO.parent / "shared"
     ap.add_argument("--shared", default=str(shared),
                     help="the shared folder (tools/make_perf_models.py, images/)")
     ap.add_argument("--rebuild", action="store_true", help="rebuild every network even if its features are cached")
