@@ -24,7 +24,7 @@ if find_browser() is None:
                 allow_module_level=True)
 
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 from openrknn.ui.app import create_app  # noqa: E402
@@ -61,11 +61,28 @@ def shot(driver, name: str) -> None:
         driver.set_window_size(1280, 900)
 
 
+def left_page(page):
+    """A wait condition: ``page`` (an element of the old document) is gone. Chromium reports a node of a
+    replaced document either as stale or, while the new one loads, as "does not belong to the
+    document"; both mean the browser left the page."""
+    def gone(_driver) -> bool:
+        try:
+            page.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+        return False
+    return gone
+
+
 def submit(driver, until_path: str, limit_s: float = 60) -> None:
     """Press the form's button and wait until the browser lands on ``until_path`` (jobs redirect)."""
     page = driver.find_element(By.TAG_NAME, "html")
     driver.find_element(By.ID, "submit").click()
-    WebDriverWait(driver, limit_s, 0.05).until(staleness_of(page))   # left the form (it may post to itself)
+    WebDriverWait(driver, limit_s, 0.05).until(left_page(page))   # left the form (it may post to itself)
     WebDriverWait(driver, limit_s, 0.1).until(lambda d: d.current_url.split("?")[0].endswith(until_path)
                                               and d.execute_script("return document.readyState") == "complete")
 
