@@ -12,61 +12,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from openrknn.graph.runner import make_session
-from openrknn.quant.numerics import QuantParams
-from openrknn.sim.quantized import lower_quantized
 from rknn.api import RKNN
 from tests.helpers import make_conv_model, quantized_build
+from tests.quant import integer_patterns as patterns
 from tests.quant import integer_reference as ref
 
 ASYMMETRIC = {"weight_qtype": "asymmetric_quantized"}
 SIZE = 6
-
-
-# the worst-case patterns of test_integer_exactness.py (same rules; tests do not import each other)
-def _params(model, name) -> QuantParams:
-    return QuantParams.from_dict(model.quant_params[name])
-
-
-def _worst_case_weight(model, name, seed):
-    """Integer weights at −128 / +127, half the output channels all +127."""
-    rng = np.random.default_rng(seed)
-    init = next(i for i in model.graph.graph.initializer if i.name == name)
-    shape = tuple(init.dims)
-    values = np.where(rng.random(shape) < 0.5, -128, 127).astype(np.int8)
-    index = [slice(None)] * len(shape)
-    axis = model.quant_params[name]["axis"] or 0
-    index[axis] = slice(0, shape[axis] // 2)
-    values[tuple(index)] = 127
-    init.CopyFrom(numpy_helper.from_array(values, name))
-    return values.astype(np.int64)
-
-
-def _extreme_input(model, channels, seed):
-    """A float input whose quantized values sit at both ends of the integer range."""
-    rng = np.random.default_rng(seed)
-    p = _params(model, "x")
-    lo, hi = p.scale[0] * (p.qmin - p.zero_point[0]), p.scale[0] * (p.qmax - p.zero_point[0])
-    x = np.where(rng.random((1, channels, SIZE, SIZE)) < 0.7, hi * 1.5, lo * 1.5).astype(np.float32)
-    x[:, :, ::2, ::2] = hi * 1.5
-    return x, (np.clip(np.rint(x / p.scale[0]) + p.zero_point[0], p.qmin, p.qmax) - p.zero_point[0]).astype(np.int64)
-
-
-def _spread_output(model, tensor, acc, s_in, s_w):
-    """Output parameters that map the accumulator range onto the integer range."""
-    record = model.quant_params[tensor]
-    record["scale"], record["zero_point"] = [float(np.float32(s_in) * np.float32(np.max(s_w)) * np.abs(acc).max() / 100.0)], [0]
-
-
-def _run_integers(model, x, tensors):
-    """Integer values of ``tensors`` in the simulator (int8 tensors are held as uint8 with z + 128)."""
-    lowered = lower_quantized(model)
-    for name in tensors:
-        lowered.graph.output.append(helper.make_empty_tensor_value_info(f"{name}__q"))
-    session = make_session(lowered)
-    values = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
-    return {name: values[f"{name}__q"].astype(np.int64) - (128 if model.quant_params[name]["dtype"] == "int8" else 0)
-            for name in tensors}
 
 
 def _build(tmp_path, nodes, inits, channels, out_c, seed=0, platform="rk3588"):
@@ -99,17 +51,17 @@ def test_conv_with_weight_zero_points_is_bit_exact(tmp_path, channels, kernel, g
     deep = channels * kernel * kernel // group > 3072
     model = _build(tmp_path, [helper.make_node("Conv", ["x", "w", "b"], ["t"], name="layer", pads=pads, group=group)],
                    [w, b], channels, out_c, platform="rk3562" if deep else "rk3588")
-    pw = _params(model, "w")
+    pw = patterns.params(model, "w")
     assert pw.qtype == "asymmetric_quantized" and np.any(pw.zero_point != 0)
-    weight = _worst_case_weight(model, "w", channels)
+    weight = patterns.worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
-    x, xq = _extreme_input(model, channels, channels)
-    px = _params(model, "x")
+    x, xq = patterns.extreme_input(model, channels, SIZE, channels)
+    px = patterns.params(model, "x")
     acc = ref.conv_acc(xq, weight - _zero_points(pw, 0, 4), pads=pads, group=group) + bias.reshape(1, -1, 1, 1)
-    _spread_output(model, "t", acc, px.scale[0], pw.scale)
-    expected = ref.requantize(acc, px.scale[0], pw.scale, _params(model, "t"), channel_axis=1)
+    patterns.spread_output(model, "t", acc, px.scale[0], pw.scale)
+    expected = ref.requantize(acc, px.scale[0], pw.scale, patterns.params(model, "t"), channel_axis=1)
     assert len(np.unique(expected)) > 20
-    np.testing.assert_array_equal(_run_integers(model, x, ["t"])["t"], expected)
+    np.testing.assert_array_equal(patterns.run_integers(model, x, ["t"])["t"], expected)
 
 
 @pytest.mark.parametrize("channels,kernel", [(16, 2), (512, 4)])
@@ -120,17 +72,17 @@ def test_conv_transpose_with_weight_zero_points_is_bit_exact(tmp_path, channels,
     b = numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), "b")
     model = _build(tmp_path, [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], name="layer",
                                                strides=[2, 2], pads=pads)], [w, b], channels, 8)
-    pw = _params(model, "w")
+    pw = patterns.params(model, "w")
     assert np.any(pw.zero_point != 0)
-    weight = _worst_case_weight(model, "w", channels)
+    weight = patterns.worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
-    x, xq = _extreme_input(model, channels, channels)
-    px = _params(model, "x")
+    x, xq = patterns.extreme_input(model, channels, SIZE, channels)
+    px = patterns.params(model, "x")
     centred = weight - _zero_points(pw, model.quant_params["w"]["axis"], 4)
     acc = ref.conv_transpose_acc(xq, centred, strides=(2, 2), pads=pads) + bias.reshape(1, -1, 1, 1)
-    _spread_output(model, "t", acc, px.scale[0], pw.scale)
-    expected = ref.requantize(acc, px.scale[0], pw.scale, _params(model, "t"), channel_axis=1)
-    np.testing.assert_array_equal(_run_integers(model, x, ["t"])["t"], expected)
+    patterns.spread_output(model, "t", acc, px.scale[0], pw.scale)
+    expected = ref.requantize(acc, px.scale[0], pw.scale, patterns.params(model, "t"), channel_axis=1)
+    np.testing.assert_array_equal(patterns.run_integers(model, x, ["t"])["t"], expected)
 
 
 def test_weights_use_the_asymmetric_grid(tmp_path):

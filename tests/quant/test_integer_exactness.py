@@ -12,11 +12,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from openrknn.quant.numerics import QuantParams
 from openrknn.sim.quantized import lower_quantized
-from openrknn.graph.runner import make_session
 from rknn.api import RKNN
 from tests.helpers import quantized_build
+from tests.quant import integer_patterns as patterns
 from tests.quant import integer_reference as ref
 
 SIZE = 6
@@ -32,55 +31,6 @@ def _build(tmp_path, nodes, inits, channels, out_c, seed=0, platform="rk3588"):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
     samples = [rng.uniform(-1, 1, (1, channels, SIZE, SIZE)).astype(np.float32) for _ in range(3)]
     return quantized_build(tmp_path / "m.onnx", samples, target_platform=platform)._model
-
-
-def _params(model, name) -> QuantParams:
-    return QuantParams.from_dict(model.quant_params[name])
-
-
-def _worst_case_weight(model, name, seed):
-    """Weights at −128 / +127 (half the output channels all +127, so products share a sign)."""
-    rng = np.random.default_rng(seed)
-    init = next(i for i in model.graph.graph.initializer if i.name == name)
-    shape = tuple(init.dims)
-    values = np.where(rng.random(shape) < 0.5, -128, 127).astype(np.int8)
-    axis = model.quant_params[name]["axis"] or 0
-    index = [slice(None)] * len(shape)
-    index[axis] = slice(0, shape[axis] // 2)
-    values[tuple(index)] = 127
-    init.CopyFrom(numpy_helper.from_array(values, name))
-    return values.astype(np.int64)
-
-
-def _extreme_input(model, channels, seed):
-    """A float input whose quantized values sit at both ends of the integer range."""
-    rng = np.random.default_rng(seed)
-    p = _params(model, "x")
-    lo, hi = p.scale[0] * (p.qmin - p.zero_point[0]), p.scale[0] * (p.qmax - p.zero_point[0])
-    x = np.where(rng.random((1, channels, SIZE, SIZE)) < 0.7, hi * 1.5, lo * 1.5).astype(np.float32)
-    x[:, :, ::2, ::2] = hi * 1.5
-    return x, (np.clip(np.rint(x / p.scale[0]) + p.zero_point[0], p.qmin, p.qmax) - p.zero_point[0]).astype(np.int64)
-
-
-def _spread_output(model, tensor, acc, s_in, s_w):
-    """Output parameters that map the accumulator range onto the integer range (few values clamp)."""
-    record = model.quant_params[tensor]
-    scale = float(np.float32(s_in) * np.float32(np.max(s_w)) * np.abs(acc).max() / 100.0)
-    record["scale"], record["zero_point"] = [scale], [0]
-
-
-def _run_integers(model, x, tensors):
-    """Integer values of ``tensors`` in the simulator (int8 tensors are held as uint8 with z + 128)."""
-    lowered = lower_quantized(model)
-    for name in tensors:
-        lowered.graph.output.append(helper.make_empty_tensor_value_info(f"{name}__q"))
-    session = make_session(lowered)
-    values = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
-    out = {}
-    for name in tensors:
-        held = values[f"{name}__q"].astype(np.int64)
-        out[name] = held - 128 if model.quant_params[name]["dtype"] == "int8" else held
-    return out
 
 
 CONV_CASES = [  # (input channels, kernel, group)
@@ -99,14 +49,14 @@ def test_conv_is_bit_exact_on_worst_case_patterns(tmp_path, channels, kernel, gr
     lowered = channels * kernel * kernel // group > 3072 or 1 < group < channels
     model = _build(tmp_path, [helper.make_node("Conv", ["x", "w", "b"], ["t"], name="layer", pads=pads, group=group)],
                    [w, b], channels, out_c, platform="rk3562" if lowered else "rk3588")
-    weight = _worst_case_weight(model, "w", channels)
+    weight = patterns.worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
-    x, xq = _extreme_input(model, channels, channels)
-    px, pw = _params(model, "x"), _params(model, "w")
+    x, xq = patterns.extreme_input(model, channels, SIZE, channels)
+    px, pw = patterns.params(model, "x"), patterns.params(model, "w")
     acc = ref.conv_acc(xq, weight - pw.zero_point.reshape(-1, 1, 1, 1), pads=pads, group=group) + bias.reshape(1, -1, 1, 1)
-    _spread_output(model, "t", acc, px.scale[0], pw.scale)
-    expected = ref.requantize(acc, px.scale[0], pw.scale, _params(model, "t"), channel_axis=1)
-    got = _run_integers(model, x, ["t"])["t"]
+    patterns.spread_output(model, "t", acc, px.scale[0], pw.scale)
+    expected = ref.requantize(acc, px.scale[0], pw.scale, patterns.params(model, "t"), channel_axis=1)
+    got = patterns.run_integers(model, x, ["t"])["t"]
     assert len(np.unique(expected)) > 20          # the pattern spreads over the range, not all clamped
     np.testing.assert_array_equal(got, expected)
 
@@ -122,14 +72,14 @@ def test_conv_transpose_is_bit_exact(tmp_path, channels, kernel, stride):
                                                strides=[stride, stride], pads=pads)], [w, b], channels, 8)
     lowered_ops = {n.op_type for n in lower_quantized(model).graph.node}
     assert "ConvTranspose" in lowered_ops and model.tensor_dtypes["w"] == "int8"
-    weight = _worst_case_weight(model, "w", channels)
+    weight = patterns.worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
-    x, xq = _extreme_input(model, channels, channels)
-    px, pw = _params(model, "x"), _params(model, "w")
+    x, xq = patterns.extreme_input(model, channels, SIZE, channels)
+    px, pw = patterns.params(model, "x"), patterns.params(model, "w")
     acc = ref.conv_transpose_acc(xq, weight, strides=(stride, stride), pads=pads) + bias.reshape(1, -1, 1, 1)
-    _spread_output(model, "t", acc, px.scale[0], pw.scale)
-    expected = ref.requantize(acc, px.scale[0], pw.scale, _params(model, "t"), channel_axis=1)
-    np.testing.assert_array_equal(_run_integers(model, x, ["t"])["t"], expected)
+    patterns.spread_output(model, "t", acc, px.scale[0], pw.scale)
+    expected = ref.requantize(acc, px.scale[0], pw.scale, patterns.params(model, "t"), channel_axis=1)
+    np.testing.assert_array_equal(patterns.run_integers(model, x, ["t"])["t"], expected)
 
 
 @pytest.mark.parametrize("op,transposed,k", [("MatMul", False, 16), ("MatMul", False, 512), ("Gemm", True, 512)])
@@ -156,17 +106,17 @@ def test_matmul_and_gemm_are_bit_exact(tmp_path, op, transposed, k):
               helper.make_node("Transpose", ["mm4"], ["t"], perm=[0, 3, 1, 2], name="nchw")]
     inits.append(back)
     model = _build(tmp_path, nodes, inits, channels, 24)
-    weight = _worst_case_weight(model, "w", k)
-    x, _ = _extreme_input(model, channels, k)
-    rows = _run_integers(model, x, ["rows"])["rows"]
-    pr, pw = _params(model, "rows"), _params(model, "w")
+    weight = patterns.worst_case_weight(model, "w", k)
+    x, _ = patterns.extreme_input(model, channels, SIZE, k)
+    rows = patterns.run_integers(model, x, ["rows"])["rows"]
+    pr, pw = patterns.params(model, "rows"), patterns.params(model, "w")
     matrix = (weight.T if transposed else weight) - pw.zero_point.reshape(1, -1)
     acc = ref.matmul_acc(rows - pr.zero_point[0], matrix)
     if op == "Gemm":
         acc = acc + numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
-    _spread_output(model, "mm", acc, pr.scale[0], pw.scale)
-    expected = ref.requantize(acc, pr.scale[0], pw.scale, _params(model, "mm"), channel_axis=1)
-    got = _run_integers(model, x, ["mm"])["mm"]
+    patterns.spread_output(model, "mm", acc, pr.scale[0], pw.scale)
+    expected = ref.requantize(acc, pr.scale[0], pw.scale, patterns.params(model, "mm"), channel_axis=1)
+    got = patterns.run_integers(model, x, ["mm"])["mm"]
     assert len(np.unique(expected)) > 20
     np.testing.assert_array_equal(got, expected)
 
@@ -184,9 +134,9 @@ def test_elementwise_requantization_is_bit_exact(tmp_path, op, fn):
              helper.make_node(op, ["a", "b"], ["t"], name="layer")]
     model = _build(tmp_path, nodes, [wa, wb], 8, 8)
     x = np.random.default_rng(6).uniform(-3, 3, (1, 8, SIZE, SIZE)).astype(np.float32)
-    values = _run_integers(model, x, ["a", "b", "t"])
-    expected = ref.elementwise(fn, [(values["a"], _params(model, "a")), (values["b"], _params(model, "b"))],
-                               _params(model, "t"))
+    values = patterns.run_integers(model, x, ["a", "b", "t"])
+    expected = ref.elementwise(fn, [(values["a"], patterns.params(model, "a")), (values["b"], patterns.params(model, "b"))],
+                               patterns.params(model, "t"))
     assert len(np.unique(expected)) > 20
     np.testing.assert_array_equal(values["t"], expected)
 
@@ -280,10 +230,10 @@ def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
     # deep sum inside a hard-swish layer is checked where the Conv stays whole
     model = _build(tmp_path, nodes, [w, b] + consts, channels, 8, platform="rk3562" if channels * 9 > 3072 else "rk3588")
     assert "c" not in model.quant_params
-    weight = _worst_case_weight(model, "w", channels)
+    weight = patterns.worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
-    x, xq = _extreme_input(model, channels, channels)
-    px, pw = _params(model, "x"), _params(model, "w")
+    x, xq = patterns.extreme_input(model, channels, SIZE, channels)
+    px, pw = patterns.params(model, "x"), patterns.params(model, "w")
     acc = ref.conv_acc(xq, weight, pads=[1, 1, 1, 1]) + bias.reshape(1, -1, 1, 1)
     real = acc.astype(np.float32) * (np.float32(px.scale[0]) * pw.scale.astype(np.float32)).reshape(1, -1, 1, 1)
     hard_swish = real * np.clip(real + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)
@@ -291,4 +241,4 @@ def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
     record["scale"], record["zero_point"] = [float(np.abs(hard_swish).max() / 100)], [0]
     expected = np.clip(np.rint(hard_swish / np.float32(record["scale"][0])), -128, 127).astype(np.int64)
     assert len(np.unique(expected)) > 20
-    np.testing.assert_array_equal(_run_integers(model, x, ["t"])["t"], expected)
+    np.testing.assert_array_equal(patterns.run_integers(model, x, ["t"])["t"], expected)
