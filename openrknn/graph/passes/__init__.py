@@ -13,7 +13,9 @@ level   passes
         same-input Conv (+ identity BatchNorm) branches summed by an Add merged into one Conv
         (RepVGG / MobileOne training form, as rknn-toolkit2 does), channel Slices and shuffles
         lowered as rknn-toolkit2 does (a Conv split per Slice, a shuffle as a gather Conv,
-        full-range Slices dropped: ``channel_slices``), a Concat read only by a Conv run as one
+        full-range Slices dropped: ``channel_slices``), channels-last regions between a
+        ``Transpose`` pair (ConvNeXt's LayerNorm/Linear blocks) run channel-first
+        (``channels_last``), a Concat read only by a Conv run as one
         Conv per Concat input summed (``wide_convs.split_concat_convs``),
         Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
         (or dropped when they keep the shape)
@@ -38,6 +40,7 @@ from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
 from openrknn.graph.passes.branch_merging import merge_parallel_branches
 from openrknn.graph.passes.branches import inline_constant_branches
 from openrknn.graph.passes.channel_slices import lower_channel_slices
+from openrknn.graph.passes.channels_last import lower_channels_last
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
 from openrknn.graph.passes.layout import simplify_layout
@@ -50,9 +53,9 @@ Pass = Callable[[onnx.ModelProto], PassResult]
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     0: [mark_npu_layers],
     1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
-    2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+    2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, lower_channels_last, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
-    3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+    3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, lower_channels_last, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
