@@ -169,17 +169,36 @@ def ours(job: dict, work: Path) -> dict:
         layers = estimate_perf(r._model, get_chip(job["platform"])).layers
         rows = [(layer.op_type, layer.data_type.upper(), layer.target, layer.full_name) for layer in layers]
         # what the layers store: the record's stored tensors and the graph inputs
-        stored = [t.name for t in r._model.inputs] + [t for rec in npu_layers.model_records(r._model)
+        records = npu_layers.model_records(r._model)
+        renamed = vendor_style_names(records)
+        stored = [t.name for t in r._model.inputs] + [renamed.get(t, t) for rec in records
                                                         if rec.kind != "alias" for t in rec.stored]
         scales = {}
         if job["quant"]:
             s = RKNN()
             assert configure(s) == 0
             assert s.hybrid_quantization_step1(dataset=job["dataset"]) == 0
-            scales = scales_of(next(work.glob("*.quantization.cfg"), work / "none"))
+            scales = {renamed.get(k, k): v for k, v in
+                      scales_of(next(work.glob("*.quantization.cfg"), work / "none")).items()}
         return {"rows": rows, "scales": scales, "stored": stored}
     finally:
         os.chdir(here)
+
+
+def vendor_style_names(records) -> dict[str, str]:
+    """openrknn's stored tensor → the name rknn-toolkit2 gives the same tensor where it names it
+    after a node rather than after the ONNX tensor (probe blocks, convnext_tiny, the transformer
+    encoder): an ``exNorm`` layer's output after the layer's first node (``<node>_2ln``,
+    ``<node>#1``), a Conv + GELU layer's output after the Conv's own output (``<conv out>_sw_sw``)."""
+    renamed = {}
+    for rec in records:
+        if not rec.stored or not rec.nodes:
+            continue
+        if rec.op_name == "exNorm":
+            renamed[rec.stored[0]] = rec.nodes[0]
+        elif rec.op_name.endswith("ExGelu") and rec.node_outputs:
+            renamed[rec.stored[0]] = rec.node_outputs[0]
+    return renamed
 
 
 def vendor(job: dict, work: Path, venv: Path) -> dict:

@@ -157,8 +157,10 @@ def _lower_region(graph: onnx.GraphProto, first: onnx.NodeProto, opset: int) -> 
             weight = numpy_helper.to_array(inits[node.input[1]])
             node.op_type = "Conv"
             node.input[1] = constant(f"{node.input[1]}_1x1", weight.T.reshape(weight.shape[1], weight.shape[0], 1, 1))
+            _take_bias(graph, node, weight.shape[1], region, inits, constant)
         elif op == "LayerNormalization":
             _decompose_layer_norm(graph, node, inits, opset, constant, taken_nodes)
+    region = [n for n in region if any(n is m for m in graph.node)]
     for node in exits:
         replace_input(graph, node.output[0], node.input[0])
         graph.node.remove(node)
@@ -171,6 +173,24 @@ def _lower_region(graph: onnx.GraphProto, first: onnx.NodeProto, opset: int) -> 
     log.debug(f"channels-last region after '{first.name or first.output[0]}' ({len(region)} nodes) runs "
               f"channel-first: {1 + len(exits)} Transposes removed")
     return True
+
+
+def _take_bias(graph: onnx.GraphProto, conv: onnx.NodeProto, channels: int, region: list, inits, constant) -> None:
+    """The Linear's bias ``Add`` becomes the new Conv's bias, the Conv keeping the MatMul's output
+    name (rknn-toolkit2 names the layer's stored tensor after it: ``<MatMul out>_sw_sw``)."""
+    readers = [n for n in graph.node if conv.output[0] in n.input]
+    if len(readers) != 1 or readers[0].op_type != "Add" or not any(readers[0] is n for n in region):
+        return
+    add = readers[0]
+    bias = [i for i in add.input if i in inits]
+    if len(bias) != 1 or len(add.input) != 2:
+        return
+    value = numpy_helper.to_array(inits[bias[0]]).astype(np.float32)
+    if value.size != 1 and (value.size != channels or _channel_constant(inits[bias[0]]) is None):
+        return
+    conv.input.append(constant(f"{bias[0]}_conv_bias", np.broadcast_to(value.ravel(), (channels,)).copy()))
+    replace_input(graph, add.output[0], conv.output[0])
+    graph.node.remove(add)
 
 
 def _set_reduce_axes(node: onnx.NodeProto, axes: list[int], opset: int, constant) -> None:
