@@ -365,6 +365,11 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
             members.append(bias)
             tensor = view.nodes[bias].output[0]
         residual = _residual_add(view, index, members[-1], cpu_nodes)
+        if residual is None:
+            viewed = _residual_add_after_views(view, index, members[-1], cpu_nodes)
+            if viewed is not None and not any(m in taken for m in viewed):
+                members.extend(viewed[:-1])
+                residual = viewed[-1]
         if residual is not None and residual not in taken:
             members.append(residual)
             tensor = view.nodes[residual].output[0]
@@ -459,7 +464,7 @@ def _bias_add(view: _View, matmul: int, cpu_nodes: frozenset[str]) -> int | None
     return add if add is not None and sum(i in view.consts for i in view.nodes[add].input) == 1 else None
 
 
-def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str]) -> int | None:
+def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str], after_views: bool = False) -> int | None:
     """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd. A MatMul
     or Gemm with a constant weight (and its bias ``tail``) takes the residual ``Add`` after it the same way:
     rknn-toolkit2 lowers it to a 1×1 Conv and prints ``ConvAdd`` (measured: the attention and MLP
@@ -469,7 +474,7 @@ def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str]) 
                                            and producer.input[1] in view.consts):
         return None
     add = _sole_add(view, tail, view.nodes[tail].op_type, cpu_nodes)
-    if add is None:
+    if add is None or (after_views and len(view.data_inputs(view.nodes[add])) != 2):
         return None
     other = [i for i in view.nodes[add].input if i != view.nodes[tail].output[0]]
     if len(other) != 1 or other[0] in view.consts:
@@ -481,6 +486,51 @@ def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str]) 
     log.debug(f"layer graph: Add '{view.nodes[add].name}' not fused into Conv '{view.nodes[conv].name}': its other "
               f"operand '{other[0]}' is computed after that Conv")
     return None
+
+
+def _same_bytes_views(view: _View, tail: int, cpu_nodes: frozenset[str]) -> list[int]:
+    """The Reshapes — and Transposes that move only size-1 axes — that alone read ``tail``'s
+    output one after the other: views of the same bytes in the same order (the first must be a
+    Reshape to a constant shape, from which the Transposes' axes are known)."""
+    chain: list[int] = []
+    shape: list[int] | None = None
+    current = tail
+    while True:
+        out = view.nodes[current].output[0]
+        readers = view.readers.get(out, [])
+        if len(readers) != 1 or out in view.outputs:
+            return chain
+        node = view.nodes[readers[0]]
+        if node.name in cpu_nodes or node.domain not in ("", "ai.onnx"):
+            return chain
+        if node.op_type == "Reshape" and len(node.input) > 1 and node.input[1] in view.scalars:
+            target = numpy_helper.to_array(view.scalars[node.input[1]]).ravel().tolist()
+            if any(d <= 0 for d in target):
+                return chain
+            shape = [int(d) for d in target]
+        elif node.op_type == "Transpose" and shape is not None:
+            perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+            if perm is None or sorted(perm) != list(range(len(shape))) \
+                    or [p for p in perm if shape[p] != 1] != [k for k in range(len(shape)) if shape[k] != 1]:
+                return chain
+            shape = [shape[p] for p in perm]
+        else:
+            return chain
+        chain.append(readers[0])
+        current = readers[0]
+
+
+def _residual_add_after_views(view: _View, producer: int, tail: int, cpu_nodes: frozenset[str]) -> list[int] | None:
+    """``Gemm/MatMul(x, W) [+ b] → Reshape → Transpose(size-1 axes) → Add(residual)``
+    (``nn.MultiheadAttention``'s out-projection, batch 1): rknn-toolkit2 drops the views and prints
+    ``ConvAdd`` (oracle: its transformer encoder). The views and the Add, in order, or None."""
+    if view.nodes[producer].op_type not in ("MatMul", "Gemm"):
+        return None
+    chain = _same_bytes_views(view, tail, cpu_nodes)
+    if not chain:
+        return None
+    add = _residual_add(view, producer, chain[-1], cpu_nodes, after_views=True)
+    return chain + [add] if add is not None else None
 
 
 def _group(view: _View, members: list[int], activation: str | None) -> LayerGroup:
@@ -658,6 +708,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
         return kind, PRINTED_NAME.get(op, op) + suffix
     name, kind = ("ConvTranspose" if main.op_type == "ConvTranspose" else "Conv"), _WEIGHTED_KINDS[main.op_type]
     after = list(group.nodes[1:])
+    if main.op_type in ("MatMul", "Gemm"):   # views of the projection's bytes before its residual Add
+        after = [n for n in after if n.op_type not in ("Reshape", "Transpose")]
     if main.op_type in ("MatMul", "Gemm") and after and after[0].op_type == "Add" \
             and len([i for i in after[0].input if i not in consts]) == 1:
         after = after[1:]   # the MatMul's bias: the residual Add comes next
