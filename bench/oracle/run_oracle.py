@@ -170,33 +170,33 @@ def ours(job: dict, work: Path) -> dict:
         rows = [(layer.op_type, layer.data_type.upper(), layer.target, layer.full_name) for layer in layers]
         # what the layers store: the record's stored tensors and the graph inputs
         records = npu_layers.model_records(r._model)
-        renamed = vendor_style_names(records)
-        stored = [t.name for t in r._model.inputs] + [renamed.get(t, t) for rec in records
-                                                        if rec.kind != "alias" for t in rec.stored]
+        stored = [t.name for t in r._model.inputs] + [t for rec in records if rec.kind != "alias" for t in rec.stored]
         scales = {}
         if job["quant"]:
             s = RKNN()
             assert configure(s) == 0
             assert s.hybrid_quantization_step1(dataset=job["dataset"]) == 0
-            scales = {renamed.get(k, k): v for k, v in
-                      scales_of(next(work.glob("*.quantization.cfg"), work / "none")).items()}
-        return {"rows": rows, "scales": scales, "stored": stored}
+            scales = scales_of(next(work.glob("*.quantization.cfg"), work / "none"))
+        return {"rows": rows, "scales": scales, "stored": stored, "aliases": vendor_style_names(records)}
     finally:
         os.chdir(here)
 
 
 def vendor_style_names(records) -> dict[str, str]:
-    """openrknn's stored tensor → the name rknn-toolkit2 gives the same tensor where it names it
-    after a node rather than after the ONNX tensor (probe blocks, convnext_tiny, the transformer
-    encoder): an ``exNorm`` layer's output after the layer's first node (``<node>_2ln``,
-    ``<node>#1``), a Conv + GELU layer's output after the Conv's own output (``<conv out>_sw_sw``)."""
+    """openrknn's stored tensor → the other name rknn-toolkit2 may give the same tensor, after a
+    node or a member's output rather than the layer's last ONNX tensor (probe blocks,
+    convnext_tiny, the transformer encoder, PP-OCRv4 rec): an ``exNorm`` layer's output after the
+    layer's first node (``<node>_2ln``, ``<node>#1``; in PP-OCRv4 rec only the last one), a
+    Conv + GELU layer's and a MatMul + bias layer's output after the MatMul's own output
+    (``<out>_sw_sw``, ``<out>``). :func:`compare` counts a tensor common under either name."""
     renamed = {}
     for rec in records:
         if not rec.stored or not rec.nodes:
             continue
         if rec.op_name == "exNorm":
             renamed[rec.stored[0]] = rec.nodes[0]
-        elif rec.op_name.endswith("ExGelu") and rec.node_outputs:
+        elif rec.node_outputs and (rec.op_name.endswith("ExGelu")
+                                   or (rec.kind == "gemm" and rec.op_name == "Conv" and len(rec.nodes) == 2)):
             renamed[rec.stored[0]] = rec.node_outputs[0]
     return renamed
 
@@ -216,7 +216,7 @@ def vendor(job: dict, work: Path, venv: Path) -> dict:
 # Suffixes rknn-toolkit2 gives the tensors it creates while lowering (a reshape around a layer, a
 # second output, the stages of a global pooling, a type conversion) and openrknn's input stage:
 # stripped before names are compared, so a tensor counts as common when both store its ONNX origin.
-_DERIVED = re.compile(r"(_exSecondary|-rs|_rs|_tp|_sw|_mm|_2conv\d+|_2ln|#\d+|__cvt\w*|_cvt\w*|__scaled)$")
+_DERIVED = re.compile(r"(_exSecondary|-rs|_rs|_tp|_sw|_mm|_2conv\d+|_2ln|_sdpa|#\d+|__cvt\w*|_cvt\w*|__scaled)$")
 
 
 def origin(name: str) -> str:
@@ -234,11 +234,14 @@ def compare(theirs: dict, mine: dict) -> dict:
     out = {"layers_rknn": len(theirs["rows"]), "layers_openrknn": len(mine["rows"]),
            "histogram_match": common_rows / max(len(theirs["rows"]), len(mine["rows"]), 1),
            "hist_rknn": dict(hist_t), "hist_openrknn": dict(hist_o)}
-    vt, vo = {origin(n) for n in theirs["stored"]}, {origin(n) for n in mine["stored"]}
+    vt = {origin(n) for n in theirs["stored"]}
+    aliases = mine.get("aliases", {})
+    named = {n: aliases[n] if n in aliases and origin(aliases[n]) in vt else n for n in mine["stored"]}
+    vo = {origin(n) for n in named.values()}
     common = sorted(vt & vo)
     out.update({"stored_rknn": len(vt), "stored_openrknn": len(vo), "stored_common": len(common),
                 "only_rknn": sorted(vt - vo), "only_openrknn": sorted(vo - vt)})
-    st, so = theirs["scales"], mine["scales"]
+    st, so = theirs["scales"], {named.get(k, k): v for k, v in mine["scales"].items()}
     if st:
         scaled = [n for n in common if n in st and n in so]
         out.update({"scales_compared": len(scaled),

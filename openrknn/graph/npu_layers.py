@@ -278,6 +278,54 @@ def attention_closure(view: _View, tensor: str) -> list[int] | None:
     return _one_exit(view, members, "attention", tensor)
 
 
+_VIEW_OPS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten"})
+_HEAD_SPLIT_OPS = frozenset({"Slice", "Gather", "Split"})
+
+
+def attention_parts(view: _View, members: list[int]) -> list[tuple[list[int], str | None]]:
+    """An attention closure as rknn-toolkit2 2.5.0 lays it out (oracle: PP-OCRv4 rec's SVTR blocks
+    and ``nn.MultiheadAttention``, rk3588/rk3576): a ``Reshape`` layer (the head reshape/transpose
+    of the fused q/k/v tensor), a ``Split`` layer (the q/k/v pieces and their head views), the
+    ``exSDPAttention`` layer (scale, q·kᵀ, Softmax, ·v) and a ``Reshape`` layer (the head merge).
+    Each part with its activation mark; the closure whole when it has no such shape."""
+    member_set = set(members)
+    whole = [(members, ATTENTION)]
+
+    def member_readers(tensor: str) -> list[int]:
+        return [r for r in view.readers.get(tensor, []) if r in member_set]
+
+    def op(i: int) -> str:
+        return view.nodes[i].op_type
+
+    pre: list[int] = []
+    current = members[0]
+    while op(current) in _VIEW_OPS:
+        pre.append(current)
+        readers = member_readers(view.nodes[current].output[0])
+        if len(readers) != 1:
+            break
+        current = readers[0]
+    if not pre or len(member_readers(view.nodes[pre[-1]].output[0])) < 2 and op(current) != "Split":
+        return whole
+    heads = member_readers(view.nodes[pre[-1]].output[0])
+    if not heads or not all(op(h) in _HEAD_SPLIT_OPS for h in heads):
+        return whole
+    split = list(heads)   # the pieces alone: their head views run in the attention layer (PP-OCRv4 rec)
+    last_product = max(m for m in members if op(m) == "MatMul")
+    post, tensor = [], view.nodes[last_product].output[0]
+    while True:
+        readers = member_readers(tensor)
+        if len(readers) != 1 or op(readers[0]) not in _VIEW_OPS:
+            break
+        post.append(readers[0])
+        tensor = view.nodes[readers[0]].output[0]
+    taken = set(pre) | set(split) | set(post)
+    core = [m for m in members if m not in taken]
+    if not post or not any(op(m) == "Softmax" for m in core) or sum(op(m) == "MatMul" for m in core) < 2:
+        return whole
+    return [(sorted(pre), None), (sorted(split), None), (sorted(core), ATTENTION), (sorted(post), None)]
+
+
 def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
     if node.op_type not in FUSING_PRODUCERS or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return False
@@ -319,6 +367,11 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
         if index in taken:
             continue
         members, activation = _layer_from(view, index, taken, cpu_nodes)
+        if activation == ATTENTION:
+            for part, part_activation in attention_parts(view, members):
+                taken.update(part)
+                groups.append(_group(view, part, part_activation))
+            continue
         if fuse_constant_steps or _is_preprocess(view.nodes[members[0]]):
             members = _with_constant_steps(view, members, taken, cpu_nodes)
         elif len(members) == 1 and _is_affine_pair(view, members[0], taken, cpu_nodes):
@@ -699,8 +752,10 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
         op = main.op_type
         if op in PRINTED_LOWERED and activation:   # ReduceSum + Clip: ConvClip
             return "conv", PRINTED_LOWERED[op] + suffix
-        if op == "Slice" and len(group.nodes) > 1:
-            return "data", "Split"   # sibling channel Slices: one Split layer
+        if op in _HEAD_SPLIT_OPS and len(group.nodes) > 1:
+            return "data", "Split"   # sibling channel Slices, an attention's q/k/v pieces: one Split layer
+        if op in _VIEW_OPS and len(group.nodes) > 1 and all(n.op_type in _VIEW_OPS for n in group.nodes):
+            return "data", "Reshape"   # an attention's head reshape / merge (rknn-toolkit2 prints Reshape)
         if op == "Mul" and [n.op_type for n in group.nodes] == ["Mul", "Add"]:
             return "elementwise", "BatchNormalization"   # Mul(x, c) → Add(·, c'): rknn-toolkit2's name
         kind = ("alias" if op in ALIAS_OPS else "activation" if op in _NONLINEAR else

@@ -6,6 +6,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from openrknn.graph import npu_layers
 from openrknn.graph.npu_layers import find_layers, internal_tensors, layer_groups
 from openrknn.graph.passes import optimize
 from tests.helpers import quantized_build
@@ -217,8 +218,10 @@ def test_matmul_and_bias_add_are_one_gemm_layer():
     assert groups[0].internal == {"h", "hb"}
 
 
-def test_scaled_dot_product_attention_is_one_layer():
-    """q/k/v split from one tensor, Softmax(q·kᵀ·scale)·v, heads merged: one layer up to the projection."""
+def test_scaled_dot_product_attention_is_laid_out_as_rknn_toolkit2_does():
+    """q/k/v split from one tensor, Softmax(q·kᵀ·scale)·v, heads merged, up to the projection:
+    rknn-toolkit2 2.5.0 prints ``Reshape``, ``Split``, ``exSDPAttention``, ``Reshape`` (PP-OCRv4 rec,
+    the transformer encoder of the oracle corpus)."""
     rng = np.random.default_rng(6)
     t, heads, d = 6, 2, 4
     consts = [numpy_helper.from_array(np.array([1, t, 3, heads, d], np.int64), "split_shape"),
@@ -241,8 +244,13 @@ def test_scaled_dot_product_attention_is_one_layer():
     graph = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, t, 3 * heads * d])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, t, 8])], consts)
     groups = find_layers(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
-    assert [(g.name, g.activation) for g in groups] == [("heads", "SDPAttention"), ("proj", None)]
-    assert groups[0].outputs == ["merged"] and len(groups[0].nodes) == 15
+    assert [(g.name, g.activation) for g in groups] == [("heads", None), ("q5", None), ("q", "SDPAttention"),
+                                                         ("ot", None), ("proj", None)]
+    assert [g.outputs for g in groups[:4]] == [["tr"], ["q5", "k5", "v5"], ["o"], ["merged"]]
+    assert sum(len(g.nodes) for g in groups[:4]) == 15
+    consts_names = {c.name for c in consts}
+    printed = [npu_layers.group_kind_and_name(g, consts_names)[1] for g in groups]
+    assert printed == ["Reshape", "Split", "exSDPAttention", "Reshape", "Conv"]
 
 
 def test_mean_std_steps_are_the_input_stage_layer(tmp_path):
