@@ -183,6 +183,11 @@ def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: b
     weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
     lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_bytes"), weight_bytes)
     split_wide_convs(model, chip.lowering.get("conv_split_input_bytes"), weight_bytes)
+    keep = [p for p in model.metadata_props if p.key != npu_layers.ATTENTION_LOWERING_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(keep)
+    if chip.lowering.get("fused_attention", True) is False:   # read by the layer graph (npu_layers.find_layers)
+        model.metadata_props.add(key=npu_layers.ATTENTION_LOWERING_KEY, value="unfused")
     return model
 
 

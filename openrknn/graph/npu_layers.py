@@ -34,7 +34,14 @@ LAYER_KEY = "openrknn.layer"
 FUSED_ACTIVATION_KEY = "openrknn.fused_activation"
 LAYER_NORM = "LayerNorm"   # the function name of a decomposed-normalisation layer
 ATTENTION = "SDPAttention"   # ... and of a scaled dot-product attention layer
-FUNCTION_LAYERS = frozenset({LAYER_NORM, ATTENTION})   # integer in and out, float32 inside
+# The products and the Softmax of an attention a chip does not fuse (rknn-toolkit2 on rk3566:
+# ``exMatMul``, ``exSoftmax13 INT8``): layers of their own, integer in and out like the fused one.
+ATTENTION_PRODUCT = "AttentionMatMul"
+ATTENTION_SOFTMAX = "AttentionSoftmax"
+FUNCTION_LAYERS = frozenset({LAYER_NORM, ATTENTION, ATTENTION_PRODUCT, ATTENTION_SOFTMAX})   # integer in and out, float32 inside
+# Model metadata key: ``unfused`` when the target chip runs an attention's products apart
+# (chip data ``lowering.fused_attention: false``; written at build time by ``compile``).
+ATTENTION_LOWERING_KEY = "openrknn.attention_lowering"
 # Normalisation ops rknn-toolkit2 2.5.0 runs as one ``exNorm`` layer that reads and stores the
 # build's activation dtype (``exNorm INT8``), float inside — like a decomposed LayerNorm (measured:
 # a transformer encoder's LayerNormalization, FPN's GroupNorm exported as InstanceNormalization).
@@ -67,7 +74,8 @@ PRINTED_ACTIVATION = {"Relu": "Relu", "Clip": "Clip", "LeakyRelu": "LeakyRelu", 
 # ``ConvExSwish`` and GELU as ``ConvExGelu``: measured on YOLOv8 and ConvNeXt).
 PRINTED_SUFFIX = {"Swish": "ExSwish", "Gelu": "ExGelu"}
 # Printed OpType of a layer that is an activation or function of several ONNX nodes on its own.
-PRINTED_ALONE = {"Swish": "exSwish", "LayerNorm": "exNorm", "SDPAttention": "exSDPAttention"}
+PRINTED_ALONE = {"Swish": "exSwish", "LayerNorm": "exNorm", "SDPAttention": "exSDPAttention",
+                 ATTENTION_PRODUCT: "exMatMul", ATTENTION_SOFTMAX: "exSoftmax13"}
 # Printed OpType of single ops whose name differs in the real tool's tables.
 PRINTED_NAME = {"Flatten": "Reshape", "Squeeze": "Reshape", "Unsqueeze": "Reshape", "Upsample": "Resize",
                 "Gemm": "Conv", "GlobalAveragePool": "Conv"}
@@ -326,6 +334,29 @@ def attention_parts(view: _View, members: list[int]) -> list[tuple[list[int], st
     return [(sorted(pre), None), (sorted(split), None), (sorted(core), ATTENTION), (sorted(post), None)]
 
 
+def unfused_attention_parts(view: _View, core: list[int]) -> list[tuple[list[int], str | None]]:
+    """The attention layer of a chip that does not fuse it (rknn-toolkit2 2.5.0 on rk3566, PP-OCRv4
+    rec: ``Transpose``, ``exMatMul``, ``exSoftmax13``, ``exMatMul``): kᵀ a Transpose layer, each
+    product a layer with the views and scale before it, the Softmax a layer."""
+    core_set = set(core)
+    owner: dict[int, int] = {}
+    heads = [m for m in core if view.nodes[m].op_type in ("MatMul", "Softmax", "Transpose")]
+    for head in heads:   # each head takes the other core nodes it alone is fed by
+        owner[head] = head
+        stack = [head]
+        while stack:
+            for name in view.data_inputs(view.nodes[stack.pop()]):
+                source = view.producer_index.get(name)
+                if source in core_set and source not in owner and view.nodes[source].op_type not in (
+                        "MatMul", "Softmax", "Transpose"):
+                    owner[source] = head
+                    stack.append(source)
+    if len(owner) != len(core):
+        return [(core, ATTENTION)]
+    names = {"MatMul": ATTENTION_PRODUCT, "Softmax": ATTENTION_SOFTMAX, "Transpose": None}
+    return [(sorted(m for m, h in owner.items() if h == head), names[view.nodes[head].op_type]) for head in heads]
+
+
 def _is_producer(view: _View, node: onnx.NodeProto) -> bool:
     if node.op_type not in FUSING_PRODUCERS or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
         return False
@@ -361,6 +392,7 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
     (the steps join the layer before them: one int8 rounding fewer); never the default. The
     input stage's mean/std steps are always one layer with the input."""
     view = _View(model.graph)
+    unfused_attention = any(p.key == ATTENTION_LOWERING_KEY and p.value == "unfused" for p in model.metadata_props)
     taken: set[int] = set()
     groups: list[LayerGroup] = []
     for index in range(len(view.nodes)):
@@ -368,7 +400,11 @@ def find_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] = frozenset(),
             continue
         members, activation = _layer_from(view, index, taken, cpu_nodes)
         if activation == ATTENTION:
-            for part, part_activation in attention_parts(view, members):
+            parts = attention_parts(view, members)
+            if unfused_attention:
+                parts = [p for part in parts for p in (unfused_attention_parts(view, part[0]) if part[1] == ATTENTION
+                                                       and len(parts) > 1 else [part])]
+            for part, part_activation in parts:
                 taken.update(part)
                 groups.append(_group(view, part, part_activation))
             continue
@@ -607,7 +643,7 @@ def mark_layers(model: onnx.ModelProto, cpu_nodes: frozenset[str] | None = None)
         if node.name in cpu_nodes and node.output:
             wanted.setdefault(node.output[0], {})[TARGET_KEY] = "CPU"
     for group in find_layers(model, cpu_nodes):
-        if len(group.nodes) == 1:
+        if len(group.nodes) == 1 and group.activation not in FUNCTION_LAYERS:
             continue
         for node in group.nodes:
             wanted.setdefault(node.output[0], {})[LAYER_KEY] = group.name
@@ -740,7 +776,7 @@ def _weighted(node: onnx.NodeProto, consts: set[str]) -> bool:
 def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
     """(kind, printed OpType) of one layer."""
     main = group.main
-    activation = group.activation if len(group.nodes) > 1 else None
+    activation = group.activation if len(group.nodes) > 1 or group.activation in FUNCTION_LAYERS else None
     if activation in FUNCTION_LAYERS:
         return "function", PRINTED_ALONE[activation]
     if main.op_type in NORM_OPS and main.domain in ("", "ai.onnx"):
@@ -755,6 +791,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
         if op in _HEAD_SPLIT_OPS and len(group.nodes) > 1:
             return "data", "Split"   # sibling channel Slices, an attention's q/k/v pieces: one Split layer
         if op in _VIEW_OPS and len(group.nodes) > 1 and all(n.op_type in _VIEW_OPS for n in group.nodes):
+            if op in ("Squeeze", "Unsqueeze") and any(n.op_type == "Transpose" for n in group.nodes):
+                return "data", "Transpose"   # an unfused attention's kᵀ after its piece's squeeze (rk3566)
             return "data", "Reshape"   # an attention's head reshape / merge (rknn-toolkit2 prints Reshape)
         if op == "Mul" and [n.op_type for n in group.nodes] == ["Mul", "Add"]:
             return "elementwise", "BatchNormalization"   # Mul(x, c) → Add(·, c'): rknn-toolkit2's name

@@ -134,6 +134,8 @@ class LayerBuilder:
         kind, conv = self._kind(main)
         if len(group) > 1 and record.op_name == npu_layers.PRINTED_ALONE[npu_layers.ATTENTION]:
             kind, conv = self._attention_kind(group)
+        elif len(group) > 1 and record.op_name == npu_layers.PRINTED_ALONE[npu_layers.ATTENTION_PRODUCT]:
+            kind, conv = self._kind(next(n for n in group if n.op_type == "MatMul"))   # views and scale before it
         return Layer(record.op_name, main.op_type, main.name, kind, record.target,
                      placement.layer_dtype(record, dtypes, self.act_dtype), inputs, outputs, conv,
                      tuple(n.name for n in group),
