@@ -3,8 +3,11 @@
 ======  ==============================================================================
 level   passes
 ======  ==============================================================================
-0       none: the graph runs as loaded (the NPU layer graph is still marked: rknn-toolkit2
-        2.5.0 fuses Conv+Relu, Conv+hard-swish ... at every level — measured)
+0       the graph runs as loaded (the NPU layer graph is still marked: rknn-toolkit2
+        2.5.0 fuses Conv+Relu, Conv+hard-swish ... at every level — measured), but for what
+        rknn-toolkit2's loader does at every level (measured, exact): all-zero-weight Convs are
+        constants and the zero Adds after them go (``zero_weights``), ``Relu(Relu(x))`` is one
+        Relu (``repeated_relus``)
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
         static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
         constant condition replaced by the branch it takes, dead nodes
@@ -41,18 +44,20 @@ from openrknn.graph.passes.channel_slices import lower_channel_slices
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
 from openrknn.graph.passes.layout import simplify_layout
+from openrknn.graph.passes.repeated_relus import merge_repeated_relus
 from openrknn.graph.passes.wide_convs import split_concat_convs
+from openrknn.graph.passes.zero_weights import fold_zero_weight_convs
 from openrknn.graph.npu_layers import FUSED_ACTIVATION_KEY, fused_activation
 from openrknn.graph.passes.layer_marking import mark_npu_layers
 
 Pass = Callable[[onnx.ModelProto], PassResult]
 
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
-    0: [mark_npu_layers],
-    1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
-    2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+    0: [fold_zero_weight_convs, merge_repeated_relus, mark_npu_layers],
+    1: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
+    2: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
-    3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+    3: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
