@@ -11,7 +11,9 @@ level   passes
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
         static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
         constant condition replaced by the branch it takes, dead nodes
-2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, per-channel
+2       level 1 + BatchNormalizations with default parameters dropped (γ=1, β=0, μ=0, σ²=1:
+        ``identity_batchnorm``, as rknn-toolkit2; off by the factor √(1+ε)), the others
+        folded into Conv/ConvTranspose/Gemm, per-channel
         constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms),
         same-input Conv (+ identity BatchNorm) branches summed by an Add merged into one Conv
         (RepVGG / MobileOne training form, as rknn-toolkit2 does), channel Slices and shuffles
@@ -43,6 +45,7 @@ from openrknn.graph.passes.branches import inline_constant_branches
 from openrknn.graph.passes.channel_slices import lower_channel_slices
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
+from openrknn.graph.passes.identity_batchnorm import remove_default_batchnorms
 from openrknn.graph.passes.layout import simplify_layout
 from openrknn.graph.passes.repeated_relus import merge_repeated_relus
 from openrknn.graph.passes.wide_convs import split_concat_convs
@@ -55,9 +58,11 @@ Pass = Callable[[onnx.ModelProto], PassResult]
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     0: [fold_zero_weight_convs, merge_repeated_relus, mark_npu_layers],
     1: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
-    2: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+    2: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
+        remove_default_batchnorms, fold_batchnorm, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
-    3: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, fold_channel_affine,
+    3: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
+        remove_default_batchnorms, fold_batchnorm, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
