@@ -375,6 +375,8 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         found = activation_closure(view, tensor)
         if found and found[1] == "Swish" and residual is not None and residual not in taken:
             found = None   # rknn-toolkit2 prints ConvAdd + exSwish, never ConvAddExSwish (measured: ReXNet)
+        if found and _gemm_keeps_apart(node, found[1]):
+            found = None
         if found and view.read_only_by(tensor, found[0]) and free(found[0]):
             return members + found[0], found[1]
         if found:
@@ -396,6 +398,14 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if found and found[0][0] == index and len(found[0]) > 1 and free(found[0]):
             return found[0], found[1]
     return [index], None
+
+
+def _gemm_keeps_apart(node: onnx.NodeProto, activation: str) -> bool:
+    """A hard-swish after a ``Gemm`` is a layer of its own: rknn-toolkit2 2.5.0 runs the Gemm as a
+    1×1 Conv, reshapes its output to 2-D and prints ``HardSwish`` alone (measured on probe heads,
+    rk3588 int8, and MobileNetV3's classifier), while it fuses a ReLU or a Sigmoid (``ConvRelu``,
+    ``ConvSigmoid``)."""
+    return node.op_type == "Gemm" and activation == "HardSwish"
 
 
 def _channel_slice(view: _View, node: onnx.NodeProto) -> bool:
