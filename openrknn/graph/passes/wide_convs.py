@@ -75,7 +75,9 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
     and GhostNet). Not when the Concat has 16 channels or fewer or more than two inputs (DeepLab's
     ASPP keeps its five), nor when the Conv is (or absorbed) a channel shuffle's gather, nor when
     it is followed by SiLU and every input is whole 16-channel blocks (YOLOv5's C3 keeps its
-    Concats; ReXNet's 27 + 11 channels are split, the SiLU then a layer of its own)."""
+    Concats; ReXNet's 27 + 11 channels are split, the SiLU then a layer of its own), nor when the
+    inputs are whole 16-channel blocks and the Conv has at least half as many output channels as
+    input channels (:func:`_keeps_wide_output_concat`)."""
     graph = model.graph
     shapes = static_shapes(model)
     inits = {i.name: i for i in graph.initializer}
@@ -103,11 +105,21 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
             continue
         if any(r.op_type == "Sigmoid" for r in readers.get(conv.output[0], [])) and all(c % _ONE_BLOCK == 0 for c in sizes):
             continue   # a Conv + SiLU on a Concat of whole 16-channel blocks keeps it (YOLOv5's C3)
+        if _keeps_wide_output_concat(sizes, weight.shape[0]):
+            continue
         offsets = np.cumsum([0] + sizes).tolist()
         _split_one(graph, conv, weight, inits, list(zip(offsets[:-1], offsets[1:])), list(concat.input))
         graph.node.remove(concat)
         modified = True
     return PassResult(model, modified)
+
+
+def _keeps_wide_output_concat(sizes: list[int], out_channels: int) -> bool:
+    """A Concat of whole 16-channel blocks read by a Conv with at least half as many output channels
+    as it reads stays a Concat (measured, rk3588 int8 probes: 256 + 256 channels are split for 64 to
+    224 output channels and kept for 256 to 1000; 32 + 32 kept for 128 to 1000; SqueezeNet's
+    classifier Conv, 512 → 1000, keeps its Concat while its fire modules' squeeze Convs split)."""
+    return all(c % _ONE_BLOCK == 0 for c in sizes) and 2 * out_channels >= sum(sizes)
 
 
 def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray, inits, tiles,
