@@ -8,6 +8,10 @@ unit scale). timm's random-weight MixNet has such BNs after its mixed-kernel Con
 exporter folds the others into their Convs): without them its activations are layers of their own
 (``Relu``, ``exSwish``) and a Concat → Split pair of equal pieces vanishes.
 
+Only a BN that alone reads its input: the identity-BN branch of RepVGG / MobileOne's training
+form (beside Conv branches reading the same tensor) is left to ``branch_merging`` — how
+rknn-toolkit2 then places its ``Add`` is not measured here.
+
 Not exact: the values change by the factor √(1 + ε) (5·10⁻⁶ relative for the usual ε = 1e-5),
 which is what the chip computes after rknn-toolkit2's build.
 """
@@ -17,7 +21,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from openrknn.graph.passes.base import PassResult, attribute, graph_output_names, initializers, replace_input
+from openrknn.graph.passes.base import (PassResult, attribute, consumers, graph_output_names, initializers,
+                                        replace_input)
 
 _DEFAULTS = (1.0, 0.0, 0.0, 1.0)   # scale, bias, running mean, running variance
 
@@ -35,8 +40,8 @@ def _remove_one(graph: onnx.GraphProto, bn: onnx.NodeProto) -> bool:
     if len(bn.input) < 5 or len([o for o in bn.output if o]) != 1 or attribute(bn, "training_mode", 0):
         return False
     inits = initializers(graph)
-    if any(name not in inits for name in bn.input[1:5]):
-        return False
+    if any(name not in inits for name in bn.input[1:5]) or len(consumers(graph).get(bn.input[0], [])) != 1:
+        return False   # an identity branch beside Convs (RepVGG/MobileOne) is branch_merging's
     for name, default in zip(bn.input[1:5], _DEFAULTS):
         value = numpy_helper.to_array(inits[name])
         if value.dtype.kind != "f" or not np.all(value == default):
