@@ -347,7 +347,16 @@ def _is_affine_pair(view: _View, index: int, taken: set[int], cpu_nodes: frozens
     if len(readers) != 1 or readers[0] in taken:
         return False
     add = view.nodes[readers[0]]
-    return add.op_type == "Add" and add.name not in cpu_nodes and len(add.input) == 2 and add.input[1] in view.consts
+    return add.op_type == "Add" and add.name not in cpu_nodes and len(add.input) == 2 and add.input[1] in view.consts \
+        and _one_value_per_channel(view, add.input[1]) and _one_value_per_channel(view, mul.input[1])
+
+
+def _one_value_per_channel(view: _View, name: str) -> bool:
+    """A constant with at most one axis longer than 1 (a scale or offset a BatchNormalization can
+    hold); a whole map (YOLOv5's ``Mul(σ, 2) → Add(grid)``) makes rknn-toolkit2 print ``Mul`` and
+    ``Add`` apart (measured, yolov5n/s rk3588 int8)."""
+    tensor = view.scalars.get(name)
+    return tensor is not None and sum(d != 1 for d in tensor.dims) <= 1
 
 
 def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> tuple[list[int], str | None]:

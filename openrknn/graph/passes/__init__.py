@@ -20,6 +20,8 @@ level   passes
         lowered as rknn-toolkit2 does (a Conv split per Slice, a shuffle as a gather Conv,
         full-range Slices dropped: ``channel_slices``), a Concat read only by a Conv run as one
         Conv per Concat input summed (``wide_convs.split_concat_convs``),
+        a Sigmoid read through a Conv's Reshape/Transpose moved next to the Conv
+        (``activation_hoisting``: YOLOv5's head, ``ConvSigmoid`` as rknn-toolkit2),
         Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
         (or dropped when they keep the shape)
 3       level 2 (the default). Every level ends with the NPU layer graph
@@ -37,6 +39,7 @@ from collections.abc import Callable
 import onnx
 
 from openrknn import log
+from openrknn.graph.passes.activation_hoisting import hoist_sigmoids
 from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
@@ -60,10 +63,12 @@ PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     1: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
     2: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
         remove_default_batchnorms, fold_batchnorm, fold_channel_affine,
-        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
+        mark_npu_layers],
     3: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
         remove_default_batchnorms, fold_batchnorm, fold_channel_affine,
-        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
+        mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 
