@@ -134,8 +134,15 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
     first_bias = (numpy_helper.to_array(inits[conv.input[2]]).astype(weight.dtype)
                   if len(conv.input) > 2 and conv.input[2] in inits else np.zeros(weight.shape[0], weight.dtype))
     # rknn-toolkit2's order and names: the input's pieces ``x_split``, ``x_split_o1`` ...; the second
-    # tile computed first and stored as ``<output>_tile1_conv``, the first tile adding it (measured)
-    order = list(range(len(tiles))) if sources is not None else [1, 0] + list(range(2, len(tiles)))
+    # tile computed first and stored as ``<output>_tile1_conv``, the first tile adding it (measured).
+    # A Concat's inputs: the Conv of the input computed last comes first, stored as ``<input>_conv``
+    # (SqueezeNet: ``expand3x3_activation/Relu_output_0_conv``, then the ConvAddRelu of ``expand1x1``;
+    # U-Net: ``Resize_output_0_conv``, then the ConvAdd of the encoder's skip tensor)
+    if sources is None:
+        order = [1, 0] + list(range(2, len(tiles)))
+    else:
+        made = {o: i for i, n in enumerate(graph.node) for o in n.output}
+        order = sorted(range(len(tiles)), key=lambda k: -made.get(sources[k], -1))
     pieces = {}
     if sources is None:
         for k, (start, end) in enumerate(tiles):
@@ -160,8 +167,10 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
             first_bias if position_in_chain == 0 else np.zeros(weight.shape[0], weight.dtype), bias))
         tile.input.extend([piece, w_name, bias])
         last = position_in_chain == len(tiles) - 1
-        out = fresh_name(f"{conv.output[0]}_tile{k}_conv", names)
+        out = fresh_name(f"{sources[k]}_conv" if sources is not None else f"{conv.output[0]}_tile{k}_conv", names)
         tile.output[0] = out
+        if sources is not None:
+            tile.name = out   # rknn-toolkit2 names the layer after the tensor it writes
         new.append(tile)
         if partial is None:
             partial = out
