@@ -179,14 +179,18 @@ def activation_closure(view: _View, tensor: str) -> tuple[list[int], str] | None
     its printed name, or None."""
     members = _grow(view, tensor, lambda n: n.domain in ("", "ai.onnx") and n.op_type in _NONLINEAR | _ARITHMETIC
                     and len(n.output) == 1, _MAX_ACTIVATION_NODES)
+    name, unnamed = None, False
     while members:
         exits = _exits(view, members)
-        if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0]:
-            break
+        if len(exits) == 1 and exits[0] == view.nodes[members[-1]].output[0] \
+                and not (unnamed and view.nodes[members[-1]].op_type not in _NONLINEAR):
+            name = _activation_name(view, [view.nodes[m] for m in members])
+            if name:
+                break
+            unnamed = True   # two activations in a row (Relu → Add(c) → Relu): up to the first one
         members.pop()          # drop the last-discovered node and try the smaller closure
     if not members:
         return None
-    name = _activation_name(view, [view.nodes[m] for m in members])
     if name == "HardSwish":
         members = _hardswish_only(view, members)
     elif name in _RELU_FAMILY:
@@ -432,7 +436,16 @@ def _is_affine_pair(view: _View, index: int, taken: set[int], cpu_nodes: frozens
     if len(readers) != 1 or readers[0] in taken:
         return False
     add = view.nodes[readers[0]]
-    return add.op_type == "Add" and add.name not in cpu_nodes and len(add.input) == 2 and add.input[1] in view.consts
+    return add.op_type == "Add" and add.name not in cpu_nodes and len(add.input) == 2 and add.input[1] in view.consts \
+        and _one_value_per_channel(view, add.input[1]) and _one_value_per_channel(view, mul.input[1])
+
+
+def _one_value_per_channel(view: _View, name: str) -> bool:
+    """A constant with at most one axis longer than 1 (a scale or offset a BatchNormalization can
+    hold); a whole map (YOLOv5's ``Mul(σ, 2) → Add(grid)``) makes rknn-toolkit2 print ``Mul`` and
+    ``Add`` apart (measured, yolov5n/s rk3588 int8)."""
+    tensor = view.scalars.get(name)
+    return tensor is not None and sum(d != 1 for d in tensor.dims) <= 1
 
 
 def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[str]) -> tuple[list[int], str | None]:
@@ -465,6 +478,8 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         found = activation_closure(view, tensor)
         if found and found[1] == "Swish" and residual is not None and residual not in taken:
             found = None   # rknn-toolkit2 prints ConvAdd + exSwish, never ConvAddExSwish (measured: ReXNet)
+        if found and _gemm_keeps_apart(node, found[1]):
+            found = None
         if found and view.read_only_by(tensor, found[0]) and free(found[0]):
             return members + found[0], found[1]
         if found:
@@ -486,6 +501,14 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
         if found and found[0][0] == index and len(found[0]) > 1 and free(found[0]):
             return found[0], found[1]
     return [index], None
+
+
+def _gemm_keeps_apart(node: onnx.NodeProto, activation: str) -> bool:
+    """A hard-swish after a ``Gemm`` is a layer of its own: rknn-toolkit2 2.5.0 runs the Gemm as a
+    1×1 Conv, reshapes its output to 2-D and prints ``HardSwish`` alone (measured on probe heads,
+    rk3588 int8, and MobileNetV3's classifier), while it fuses a ReLU or a Sigmoid (``ConvRelu``,
+    ``ConvSigmoid``)."""
+    return node.op_type == "Gemm" and activation == "HardSwish"
 
 
 def _channel_slice(view: _View, node: onnx.NodeProto) -> bool:
@@ -815,16 +838,22 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
 _INTEGER_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int4"})
 
 
-def constant_operand_dtype(group: LayerGroup, constant_sizes: dict[str, int], quantized: bool) -> str | None:
+def constant_operand_dtype(group: LayerGroup, constant_shapes: dict[str, tuple[int, ...]],
+                           quantized: bool) -> str | None:
     """The type rknn-toolkit2 prints for a layer whose main node reads a constant first (see
     :attr:`LayerRecord.operand_dtype`), None for any other layer. Measured on probe graphs: int8
     builds print ``Mul FLOAT`` (one value), ``Mul INT16`` (per channel), ``Add INT32``; float16
-    builds ``Mul FLOAT`` / ``Add FLOAT`` for one value and FLOAT16 per channel."""
+    builds ``Mul FLOAT`` / ``Add FLOAT`` for one value and FLOAT16 per channel. A constant that
+    varies along more than one axis (a whole ``N×C×H×W`` map) is an int8 operand like an
+    activation: ``Add(c, x)`` prints ``Add INT8`` then (measured)."""
     main = group.main
     if main.domain not in ("", "ai.onnx") or main.op_type not in ("Mul", "Add") or len(main.input) != 2 \
-            or main.input[0] not in constant_sizes or main.input[1] in constant_sizes:
+            or main.input[0] not in constant_shapes or main.input[1] in constant_shapes:
         return None
-    one_value = constant_sizes[main.input[0]] == 1
+    shape = constant_shapes[main.input[0]]
+    if sum(d != 1 for d in shape) > 1:
+        return None
+    one_value = math.prod(shape) == 1
     if quantized:
         return "int32" if main.op_type == "Add" else "float" if one_value else "int16"
     return "float" if one_value else None
@@ -845,10 +874,10 @@ def cpu_nodes(graph: onnx.GraphProto, op_target: dict[str, str] | None) -> froze
 def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None = None,
                   default_dtype: str = "float16") -> list[LayerRecord]:
     """The typed layer list of a marked graph, in graph order (see :class:`LayerRecord`)."""
-    sizes = {i.name: math.prod(i.dims) for i in graph.initializer}
-    sizes.update({n.output[0]: math.prod(a.t.dims) for n in graph.node if n.op_type == "Constant" and n.output
-                  for a in n.attribute if a.name == "value"})
-    consts = set(sizes) | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    shapes = {i.name: tuple(i.dims) for i in graph.initializer}
+    shapes.update({n.output[0]: tuple(a.t.dims) for n in graph.node if n.op_type == "Constant" and n.output
+                   for a in n.attribute if a.name == "value"})
+    consts = set(shapes) | {o for n in graph.node if n.op_type == "Constant" for o in n.output}
     dtypes = tensor_dtypes or {}
     records = []
     for group in layer_groups(graph):
@@ -861,7 +890,7 @@ def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None =
         records.append(LayerRecord(group.name, tuple(n.name or n.output[0] for n in group.nodes), kind, op_name,
                                    "CPU" if cpu else "NPU", stored, dtype,
                                    tuple(n.output[0] if n.output else "" for n in group.nodes),
-                                   constant_operand_dtype(group, sizes, dtype in _INTEGER_DTYPES)))
+                                   constant_operand_dtype(group, shapes, dtype in _INTEGER_DTYPES)))
     return records
 
 

@@ -3,12 +3,17 @@
 ======  ==============================================================================
 level   passes
 ======  ==============================================================================
-0       none: the graph runs as loaded (the NPU layer graph is still marked: rknn-toolkit2
-        2.5.0 fuses Conv+Relu, Conv+hard-swish ... at every level — measured)
+0       the graph runs as loaded (the NPU layer graph is still marked: rknn-toolkit2
+        2.5.0 fuses Conv+Relu, Conv+hard-swish ... at every level — measured), but for what
+        rknn-toolkit2's loader does at every level (measured, exact): all-zero-weight Convs are
+        constants and the zero Adds after them go (``zero_weights``), ``Relu(Relu(x))`` is one
+        Relu (``repeated_relus``)
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
         static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
         constant condition replaced by the branch it takes, dead nodes
-2       level 1 + BatchNormalization folded into Conv/ConvTranspose/Gemm, per-channel
+2       level 1 + BatchNormalizations with default parameters dropped (γ=1, β=0, μ=0, σ²=1:
+        ``identity_batchnorm``, as rknn-toolkit2; off by the factor √(1+ε)), the others
+        folded into Conv/ConvTranspose/Gemm, per-channel
         constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms),
         same-input Conv (+ identity BatchNorm) branches summed by an Add merged into one Conv
         (RepVGG / MobileOne training form, as rknn-toolkit2 does), channel Slices and shuffles
@@ -17,6 +22,8 @@ level   passes
         ``Transpose`` pair (ConvNeXt's LayerNorm/Linear blocks) run channel-first
         (``channels_last``), a Concat read only by a Conv run as one
         Conv per Concat input summed (``wide_convs.split_concat_convs``),
+        a Sigmoid read through a Conv's Reshape/Transpose moved next to the Conv
+        (``activation_hoisting``: YOLOv5's head, ``ConvSigmoid`` as rknn-toolkit2),
         Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
         (or dropped when they keep the shape)
 3       level 2 (the default). Every level ends with the NPU layer graph
@@ -34,6 +41,7 @@ from collections.abc import Callable
 import onnx
 
 from openrknn import log
+from openrknn.graph.passes.activation_hoisting import hoist_sigmoids
 from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
@@ -43,20 +51,27 @@ from openrknn.graph.passes.channel_slices import lower_channel_slices
 from openrknn.graph.passes.channels_last import lower_channels_last
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
+from openrknn.graph.passes.identity_batchnorm import remove_default_batchnorms
 from openrknn.graph.passes.layout import simplify_layout
+from openrknn.graph.passes.repeated_relus import merge_repeated_relus
 from openrknn.graph.passes.wide_convs import split_concat_convs
+from openrknn.graph.passes.zero_weights import fold_zero_weight_convs
 from openrknn.graph.npu_layers import FUSED_ACTIVATION_KEY, fused_activation
 from openrknn.graph.passes.layer_marking import mark_npu_layers
 
 Pass = Callable[[onnx.ModelProto], PassResult]
 
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
-    0: [mark_npu_layers],
-    1: [remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
-    2: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, lower_channels_last, fold_channel_affine,
-        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
-    3: [remove_aliases, fold_constants, inline_constant_branches, fold_batchnorm, lower_channels_last, fold_channel_affine,
-        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, remove_dead_nodes, mark_npu_layers],
+    0: [fold_zero_weight_convs, merge_repeated_relus, mark_npu_layers],
+    1: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
+    2: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
+        remove_default_batchnorms, fold_batchnorm, lower_channels_last, fold_channel_affine,
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
+        mark_npu_layers],
+    3: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
+        remove_default_batchnorms, fold_batchnorm, lower_channels_last, fold_channel_affine,
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
+        mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 

@@ -75,7 +75,9 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
     and GhostNet). Not when the Concat has 16 channels or fewer or more than two inputs (DeepLab's
     ASPP keeps its five), nor when the Conv is (or absorbed) a channel shuffle's gather, nor when
     it is followed by SiLU and every input is whole 16-channel blocks (YOLOv5's C3 keeps its
-    Concats; ReXNet's 27 + 11 channels are split, the SiLU then a layer of its own)."""
+    Concats; ReXNet's 27 + 11 channels are split, the SiLU then a layer of its own), nor when the
+    inputs are whole 16-channel blocks and the Conv has at least half as many output channels as
+    input channels (:func:`_keeps_wide_output_concat`)."""
     graph = model.graph
     shapes = static_shapes(model)
     inits = {i.name: i for i in graph.initializer}
@@ -103,11 +105,21 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
             continue
         if any(r.op_type == "Sigmoid" for r in readers.get(conv.output[0], [])) and all(c % _ONE_BLOCK == 0 for c in sizes):
             continue   # a Conv + SiLU on a Concat of whole 16-channel blocks keeps it (YOLOv5's C3)
+        if _keeps_wide_output_concat(sizes, weight.shape[0]):
+            continue
         offsets = np.cumsum([0] + sizes).tolist()
         _split_one(graph, conv, weight, inits, list(zip(offsets[:-1], offsets[1:])), list(concat.input))
         graph.node.remove(concat)
         modified = True
     return PassResult(model, modified)
+
+
+def _keeps_wide_output_concat(sizes: list[int], out_channels: int) -> bool:
+    """A Concat of whole 16-channel blocks read by a Conv with at least half as many output channels
+    as it reads stays a Concat (measured, rk3588 int8 probes: 256 + 256 channels are split for 64 to
+    224 output channels and kept for 256 to 1000; 32 + 32 kept for 128 to 1000; SqueezeNet's
+    classifier Conv, 512 → 1000, keeps its Concat while its fire modules' squeeze Convs split)."""
+    return all(c % _ONE_BLOCK == 0 for c in sizes) and 2 * out_channels >= sum(sizes)
 
 
 def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray, inits, tiles,
@@ -122,8 +134,15 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
     first_bias = (numpy_helper.to_array(inits[conv.input[2]]).astype(weight.dtype)
                   if len(conv.input) > 2 and conv.input[2] in inits else np.zeros(weight.shape[0], weight.dtype))
     # rknn-toolkit2's order and names: the input's pieces ``x_split``, ``x_split_o1`` ...; the second
-    # tile computed first and stored as ``<output>_tile1_conv``, the first tile adding it (measured)
-    order = list(range(len(tiles))) if sources is not None else [1, 0] + list(range(2, len(tiles)))
+    # tile computed first and stored as ``<output>_tile1_conv``, the first tile adding it (measured).
+    # A Concat's inputs: the Conv of the input computed last comes first, stored as ``<input>_conv``
+    # (SqueezeNet: ``expand3x3_activation/Relu_output_0_conv``, then the ConvAddRelu of ``expand1x1``;
+    # U-Net: ``Resize_output_0_conv``, then the ConvAdd of the encoder's skip tensor)
+    if sources is None:
+        order = [1, 0] + list(range(2, len(tiles)))
+    else:
+        made = {o: i for i, n in enumerate(graph.node) for o in n.output}
+        order = sorted(range(len(tiles)), key=lambda k: -made.get(sources[k], -1))
     pieces = {}
     if sources is None:
         for k, (start, end) in enumerate(tiles):
@@ -148,8 +167,10 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
             first_bias if position_in_chain == 0 else np.zeros(weight.shape[0], weight.dtype), bias))
         tile.input.extend([piece, w_name, bias])
         last = position_in_chain == len(tiles) - 1
-        out = fresh_name(f"{conv.output[0]}_tile{k}_conv", names)
+        out = fresh_name(f"{sources[k]}_conv" if sources is not None else f"{conv.output[0]}_tile{k}_conv", names)
         tile.output[0] = out
+        if sources is not None:
+            tile.name = out   # rknn-toolkit2 names the layer after the tensor it writes
         new.append(tile)
         if partial is None:
             partial = out
