@@ -206,12 +206,13 @@ class WeightRounder:
         input_params = self.act_params.get(layer.node.input[0])
         quantized_rows = rows if input_params is None or input_params.dtype not in ("int8", "uint8") \
             else numerics.dequantize(numerics.quantize(rows, input_params), input_params).astype(np.float32)
-        learned = self._learn(layer, name, weight, params, rows, quantized_rows)
+        learned = self._learn(layer, name, weight, params, rows, quantized_rows, q)
         return q if learned is None else learned.astype(q.dtype)
 
     def _learn(self, layer: _LinearLayer, name: str, weight: np.ndarray, params: QuantParams,
-               rows: np.ndarray, quantized_rows: np.ndarray) -> np.ndarray | None:
-        """The learned integers, or None when nearest rounding has the lower error on the rows."""
+               rows: np.ndarray, quantized_rows: np.ndarray, given: np.ndarray) -> np.ndarray | None:
+        """The learned integers, or None when the ``given`` ones (the default rounding: nearest, or
+        the running-sum rounding of 8-bit Conv weights) have the lower error on the held-out rows."""
         torch = self.torch
         torch.manual_seed(SEED)
         scale = layer.channel_scale(params.scale, weight.shape)
@@ -236,7 +237,9 @@ class WeightRounder:
         training = torch.from_numpy(np.setdiff1d(np.arange(rows.shape[0]), held_out.numpy()))
         with torch.no_grad():
             nearest_error = float(output_error(soft((t["rest"] >= 0.5).float()), training))
-            nearest_held_out = float(output_error(soft((t["rest"] >= 0.5).float()), held_out))
+            given_steps = layer.to_matrix(given.astype(np.float32)) - zero - floor
+            given_held_out = float(output_error(soft(torch.from_numpy(np.ascontiguousarray(given_steps, np.float32))),
+                                                held_out))
         norm = max(nearest_error, 1e-30)
         optimizer = torch.optim.Adam([v], lr=LEARNING_RATE)
         generator = torch.Generator().manual_seed(SEED)
@@ -257,10 +260,10 @@ class WeightRounder:
             up = (torch.sigmoid(v) * (ZETA - GAMMA) + GAMMA) >= 0.5
             learned_held_out = float(output_error(soft(up.float()), held_out))
             integers = (t["floor"] + up.float() + t["z"]).clamp(params.qmin, params.qmax).numpy()
-        log.debug(f"quantize: adaround '{name}': held-out output error {nearest_held_out:.3g} -> {learned_held_out:.3g}")
+        log.debug(f"quantize: adaround '{name}': held-out output error {given_held_out:.3g} -> {learned_held_out:.3g}")
         power = max(float((target[held_out] ** 2).mean()), 1e-30)
-        self.report.append((nearest_held_out / power, min(learned_held_out, nearest_held_out) / power))
-        if learned_held_out >= nearest_held_out:   # the held-out rows say nearest is better: keep it
+        self.report.append((given_held_out / power, min(learned_held_out, given_held_out) / power))
+        if learned_held_out >= given_held_out:   # the held-out rows say the default rounding is better: keep it
             return None
         return np.rint(layer.from_matrix(integers, weight.shape))
 

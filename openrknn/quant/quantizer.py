@@ -31,7 +31,7 @@ from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, u
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.settings import DTYPES, DtypeSpec, QuantSettings
-from openrknn.quant.weights import bias_safe, narrowed, params_from_range, quantize_bias, quantize_weight
+from openrknn.quant.weights import bias_safe, narrowed, params_from_range, quantize_bias, quantize_weight, weight_integers
 
 
 def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]],
@@ -322,12 +322,12 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
         if integer_bias and name in bias_of and name not in int16_weights and name not in overrides.params:
             params, count = _bias_safe(params, inits, *bias_of[name], act_params, spec)
             if count:
-                q = numerics.quantize(array, params)
+                q = weight_integers(array, params)
                 widened.append(f"{layer_of.get(name, name)} ({count} of {params.scale.size} channels)"
                                if params.scale.size > 1 else f"{layer_of.get(name, name)} (per layer)")
         if name in overrides.params:   # hybrid config: the user's parameters for this weight
             params = overrides.weight_params(name, params)
-            q = numerics.quantize(array, params)
+            q = weight_integers(array, params)
         elif rounder is not None and name not in int16_weights:
             q = rounder.round(name, array, q, params)   # learned rounding, same scales
         inits[name].CopyFrom(numpy_helper.from_array(q, name))

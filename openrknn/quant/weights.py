@@ -55,7 +55,35 @@ def quantize_weight(array: np.ndarray, axis: int, group_axis: int, dtype: str, q
         rows = np.moveaxis(array, axis, 0).reshape(array.shape[axis], -1).astype(np.float64)
         lo, hi = algorithm.weight_range(rows, levels, symmetric)
         params = params_from_range(lo, hi, dtype, qtype, axis=axis)
-    return numerics.quantize(array, params), params
+    return weight_integers(array, params), params
+
+
+def weight_integers(array: np.ndarray, params: QuantParams) -> np.ndarray:
+    """The integers of a quantized weight: round-to-nearest, except for 8-bit Conv weights with one
+    scale per output channel, which :func:`sum_preserving_integers` rounds."""
+    if (array.ndim == 4 and params.axis is not None and params.axis % 4 == 0 and not params.group_size
+            and params.dtype in ("int8", "uint8") and params.scale.size == array.shape[0]):
+        return sum_preserving_integers(array, params)
+    return numerics.quantize(array, params)
+
+
+def sum_preserving_integers(array: np.ndarray, params: QuantParams) -> np.ndarray:
+    """Round each output channel's weights (axis 0) so that every running sum, in memory order
+    (input channel, kernel row, kernel column), stays within half a step of the exact one.
+
+    Rounding each weight to the nearest step leaves a per-channel sum error that can be many steps
+    (a kernel whose weights all sit 0.3 steps above the grid): the output then moves by that error
+    times the input's mean, a shift bias correction only removes for inputs whose mean is the
+    calibration mean. rknn-toolkit2 2.5.0 keeps those sums: on probes with such kernels, its
+    simulator's output matches this rounding (to its output step) for a dense 3×3 Conv read with
+    different per-channel means, a depthwise 3×3 and a 1×1 Conv, where round-to-nearest is off by
+    0.3 steps per weight. Each weight still moves by less than one step.
+    """
+    scale, zero = numerics.expand(params, array.shape)
+    exact = (np.asarray(array, np.float32) / scale).astype(np.float64).reshape(array.shape[0], -1)
+    running = np.rint(np.cumsum(exact, axis=1))
+    steps = np.diff(running, axis=1, prepend=0.0).reshape(array.shape) + zero
+    return np.clip(steps, params.qmin, params.qmax).astype(numerics.NUMPY_TYPES[params.dtype])
 
 
 # Largest |int32 bias| allowed: half the int32 range, so the products the layer adds to it (and bias

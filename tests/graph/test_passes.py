@@ -157,3 +157,29 @@ def test_parallel_conv_branches_merge_into_one_conv():
     residual.CopyFrom(model)
     residual.graph.node[1].input[0] = "a"
     assert _ops(optimize(residual, 3)).count("Conv") == 2
+
+
+@pytest.mark.parametrize("kxk_first", [True, False])
+def test_strided_parallel_branches_stay_two_layers_fused_as_the_vendor_does(kxk_first):
+    """A stride-2 Conv3×3(x) + Conv1×1(x) is not merged: rknn-toolkit2 2.5.0 prints ``Conv`` for the
+    branch the exporter wrote second and ``ConvAddRelu`` for the first-written one (measured on
+    timm's repvgg_a0 and on this probe with either branch first). Repeating the passes keeps it."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.normal(0, .3, (4, 3, 3, 3)).astype(np.float32), "w3"),
+             numpy_helper.from_array(rng.normal(0, .3, (4, 3, 1, 1)).astype(np.float32), "w1")]
+    k3 = helper.make_node("Conv", ["x", "w3"], ["a"], name="k3", pads=[1, 1, 1, 1], strides=[2, 2])
+    k1 = helper.make_node("Conv", ["x", "w1"], ["c"], name="k1", strides=[2, 2])
+    nodes = ([k3, k1] if kxk_first else [k1, k3]) + [helper.make_node("Add", ["c", "a"], ["s"], name="add"),
+                                                     helper.make_node("Relu", ["s"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "rep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    optimized = optimize(model, 3)
+    assert _ops(optimized).count("Conv") == 2
+    fused_into = "k3" if kxk_first else "k1"
+    groups = [[n.name for n in g.nodes] for g in layer_groups(optimized.graph)]
+    assert groups == [["k1" if kxk_first else "k3"], [fused_into, "add", "relu"]]
+    again = optimize(optimized, 3)
+    assert [n.name for n in again.graph.node] == [n.name for n in optimized.graph.node]
+    x = rng.normal(size=(1, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(_run(optimized, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

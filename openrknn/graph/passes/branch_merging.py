@@ -8,6 +8,13 @@ one stride the two convolutions are one linear map:
     W = W_k + pad(W_1),   b = b_k + b_1      (the 1×1 kernel padded to k×k at the centre)
 
 Values change only by float re-association, like BatchNorm folding.
+
+Only stride-1 pairs are merged: rknn-toolkit2 runs a strided pair (RepVGG's and MobileOne's
+down-sampling blocks) as two layers, ``Conv`` then ``ConvAdd[Relu]`` (measured on timm's repvgg_a0
+and on probes with either branch exported first). It fuses the ``Add`` into the branch the exporter
+wrote *first* and runs the other one before it, storing that one's output as int8. openrknn's layer
+grouping fuses an ``Add`` into the Conv that runs last, so the pass moves the other branch in front
+and marks it (``openrknn.branch_runs_first``), which keeps the order stable when passes repeat.
 """
 from __future__ import annotations
 
@@ -17,9 +24,12 @@ from onnx import numpy_helper
 
 from openrknn.graph.passes.base import PassResult, attribute, consumers, graph_output_names, initializers
 
+RUNS_FIRST_KEY = "openrknn.branch_runs_first"   # on the branch of a strided pair that runs alone
+
 
 def merge_parallel_branches(model: onnx.ModelProto) -> PassResult:
-    """Merge every ``Add`` of two same-input Conv branches."""
+    """Merge every ``Add`` of two same-input stride-1 Conv branches; order strided pairs as
+    rknn-toolkit2 runs them."""
     graph = model.graph
     modified = False
     for add in [n for n in graph.node if n.op_type == "Add" and n.domain in ("", "ai.onnx")]:
@@ -75,6 +85,8 @@ def _merge_one(graph: onnx.GraphProto, add: onnx.NodeProto) -> bool:
     if (second is None or attribute(b, "group", 1) != group or list(attribute(b, "strides", [1, 1])) != strides
             or second[0].shape[:2] != first[0].shape[:2]):
         return False
+    if any(s != 1 for s in strides):
+        return _order_strided_pair(graph, a, b)
     shape = tuple(max(x, y) for x, y in zip(first[0].shape, second[0].shape))
     weight = _padded(first[0], shape) + _padded(second[0], shape)
     bias = first[1] + second[1]
@@ -95,6 +107,22 @@ def _merge_one(graph: onnx.GraphProto, add: onnx.NodeProto) -> bool:
     a.output[0] = add.output[0]
     graph.node.remove(b)
     graph.node.remove(add)
+    return True
+
+
+def _order_strided_pair(graph: onnx.GraphProto, a: onnx.NodeProto, b: onnx.NodeProto) -> bool:
+    """Put the branch the exporter wrote second in front of the first one (once: it is marked), so
+    the ``Add`` fuses into the first-written branch, as in rknn-toolkit2. True when the graph changed."""
+    if any(p.key == RUNS_FIRST_KEY for node in (a, b) for p in node.metadata_props):
+        return False
+    nodes = list(graph.node)
+    first, second = sorted((a, b), key=lambda n: next(i for i, m in enumerate(nodes) if m is n))
+    moved = onnx.NodeProto()
+    moved.CopyFrom(second)
+    moved.metadata_props.add(key=RUNS_FIRST_KEY, value="1")
+    position = next(i for i, m in enumerate(nodes) if m is first)
+    graph.node.remove(second)
+    graph.node.insert(position, moved)
     return True
 
 
