@@ -158,5 +158,8 @@ def test_grouped_convs_run_dense_or_per_group_as_the_chip_does():
     model = optimize(_grouped_model(8), 3)   # float16 weights: 8 channels are 16 bytes, split on rk3588
     lower_grouped_convs(model, 8, weight_bytes=2)
     assert "Concat" in _rows(model)
+    # the pieces and the per-group Convs' outputs under the names rknn-toolkit2 stores (regnet_x)
+    concat = next(n for n in model.graph.node if n.op_type == "Concat")
+    assert list(concat.input) == [f"c_branch{g}" for g in range(4)]
     depthwise = optimize(_grouped_model(1), 3)
     assert not lower_grouped_convs(depthwise, 8).modified

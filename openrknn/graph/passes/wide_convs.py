@@ -231,7 +231,7 @@ def _per_group(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
         part.name = fresh_name(f"{base}_group_{g}", names)
         del part.input[:]
         part.input.extend([piece, w_name, b_name])
-        part.output[0] = fresh_name(f"{base}_group_{g}_out", names)
+        part.output[0] = fresh_name(f"{conv.output[0]}_branch{g}", names)   # stored under this name too
         for a in part.attribute:
             if a.name == "group":
                 a.i = 1
