@@ -98,10 +98,13 @@ def opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
 
 
-def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozenset[str] = frozenset()) -> Plan:
+def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozenset[str] = frozenset(),
+         average_pool_shares_input: bool = False) -> Plan:
     """Give every node of ``model`` a kind (in place) and return what must be quantized.
 
     ``float_layers`` (hybrid quantization) names nodes forced to float16: their weights stay float.
+    ``average_pool_shares_input``: an AveragePool's output takes its input's parameters, as
+    rknn-toolkit2 2.5.0 calibrates it (off by default: it costs accuracy, see :func:`_share_like_rknn`).
     """
     plan = Plan(float_tensors=float_tensor_names(model))
     inits = {i.name: i for i in model.graph.initializer}
@@ -139,7 +142,7 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
         for node in model.graph.node:   # the rules above must not pull a forced float layer back
             if _key(node) in forced:
                 set_kind(node, FLOAT)
-        _share_like_rknn(model, plan, inits)
+        _share_like_rknn(model, plan, inits, average_pool_shares_input)
     return plan
 
 
@@ -254,22 +257,26 @@ def channel_piece(node: onnx.NodeProto, inits) -> bool:
 
 
 # Layers that move values without widening them and share one quantization with their input
-# (rknn-toolkit2 2.5.0, probe graphs): an AveragePool's output always takes its input's
-# parameters; a Resize's input takes the Resize's output parameters when nothing else reads it,
-# else the output takes the input's.
-_FORWARD_SHARED = frozenset({"AveragePool"})
+# (rknn-toolkit2 2.5.0, probe graphs): a Resize's input takes the Resize's output parameters when
+# nothing else reads it, else the output takes the input's; an AveragePool's output always takes
+# its input's (optional here, see _share_like_rknn).
 _BACKWARD_SHARED = frozenset({"Resize", "Upsample"})
+_AVERAGE_POOL = "AveragePool"
 
 
-def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits) -> None:
+def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_shares_input: bool = False) -> None:
     """Add the parameter sharing rknn-toolkit2's calibration applies between separate integer layers
     to ``plan.shared`` (measured, rknn-toolkit2 2.5.0, rk3588, probe graphs):
 
     * a Relu/Clip (constant bounds) that is a layer of its own — after a ``Mul``, a ``Concat``, a
       per-group Conv's ``Concat`` — gives its input its own parameters, as a fused one does: the
       producer saturates (rexnet's SE ``Mul`` → ReLU6, regnet's grouped ``Concat`` → ReLU);
-    * :data:`_FORWARD_SHARED` / :data:`_BACKWARD_SHARED` (an FPN's ``Relu`` → ``Resize``: the
-      Relu stores the Resize's narrower range).
+    * :data:`_BACKWARD_SHARED` (an FPN's ``Relu`` → ``Resize``: the Relu stores the Resize's
+      narrower range);
+    * with ``average_pool_shares_input``, an AveragePool's output takes its input's parameters
+      (resnet-d shortcuts, PP-OCRv4 rec's pooling before the neck). Not the default: the pooled
+      range is narrower, and the input's coarser step cost PP-OCRv4 rec 0.98650 → 0.98611 int8
+      cosine (``bench/quant_quality.py``).
 
     Only between tensors an integer layer writes, and only into a tensor this layer alone reads
     (no other data reader, not a graph output) that no rule has already tied to another."""
@@ -294,7 +301,8 @@ def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits) -> None:
             plan.shared.append((source, out))
         elif node.op_type in _BACKWARD_SHARED and private(source):
             plan.shared.append((source, out))
-        elif node.op_type in _FORWARD_SHARED | _BACKWARD_SHARED and source in plan.float_tensors:
+        elif (node.op_type in _BACKWARD_SHARED or (average_pool_shares_input and node.op_type == _AVERAGE_POOL)) \
+                and source in plan.float_tensors:
             plan.shared.append((out, source))
         else:
             continue

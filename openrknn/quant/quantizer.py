@@ -77,7 +77,8 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     golden.CopyFrom(graph)
     overrides = overrides.resolved(graph)
     overrides.check_layers(graph)
-    plan = annotate.mark(graph, spec.act_dtype is not None, overrides.float_layers)
+    plan = annotate.mark(graph, spec.act_dtype is not None, overrides.float_layers,
+                         average_pool_shares_input=settings.average_pool_shares_input)
     algorithm = get_algorithm(settings.algorithm)
     inits = {i.name for i in graph.graph.initializer}
     act_params: dict[str, QuantParams] = {}

@@ -5,7 +5,8 @@
   Slice keeps its input's;
 * a Relu/Clip that is a layer of its own gives its input its parameters (the producer saturates);
 * a Resize's input takes the Resize's parameters when nothing else reads it, else the output
-  takes the input's; an AveragePool's output always takes its input's.
+  takes the input's; an AveragePool's output always takes its input's (an option here: it costs
+  accuracy, ``QuantSettings.average_pool_shares_input``).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from openrknn.quant import annotate
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.quantizer import shared_params
 from tests.helpers import cosine, quantized_build, reference_session
@@ -102,19 +104,16 @@ def test_clip_after_mul_gives_the_mul_its_parameters(tmp_path):
     assert np.isclose(_scale(rknn, "cl"), ranges["cl"][1] / 255, rtol=1e-4)
 
 
-def test_resize_and_average_pool_share_their_inputs_parameters(tmp_path):
+def test_resize_shares_its_inputs_parameters(tmp_path):
     inits: list = []
     scales = _const(inits, "twice", [1, 1, 2, 2], np.float32)
     nodes = [_conv("x", "c1", 3, 8, inits), helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Resize", ["r1", "", scales], ["rs"], mode="linear"), _conv("rs", "y1", 8, 4, inits),
              _conv("x", "c2", 3, 8, inits), helper.make_node("Relu", ["c2"], ["r2"]),
              helper.make_node("Resize", ["r2", "", scales], ["qs"], mode="linear"), _conv("qs", "y2", 8, 4, inits),
-             _conv("r2", "y3", 8, 4, inits),
-             _conv("x", "c3", 3, 8, inits),
-             helper.make_node("AveragePool", ["c3"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
-             _conv("ap", "y4", 8, 4, inits)]
-    rknn, path, samples = _build(tmp_path, nodes, inits, ["y1", "y2", "y3", "y4"])
-    ranges = _float_ranges(path, samples, ["r1", "rs", "r2", "qs", "c3", "ap"])
+             _conv("r2", "y3", 8, 4, inits)]
+    rknn, path, samples = _build(tmp_path, nodes, inits, ["y1", "y2", "y3"])
+    ranges = _float_ranges(path, samples, ["r1", "rs", "r2", "qs"])
     # read only by the Resize: the ConvRelu stores the Resize's (narrower) range
     assert ranges["rs"][1] < 0.999 * ranges["r1"][1]
     assert _params(rknn, "r1") == _params(rknn, "rs")
@@ -122,7 +121,18 @@ def test_resize_and_average_pool_share_their_inputs_parameters(tmp_path):
     # read by a Conv too: the Resize's output takes the input's range
     assert _params(rknn, "qs") == _params(rknn, "r2")
     assert np.isclose(_scale(rknn, "r2"), ranges["r2"][1] / 255, rtol=1e-4)
-    assert _params(rknn, "ap") == _params(rknn, "c3")
+
+
+def test_average_pool_shares_its_inputs_parameters_on_request():
+    inits: list = []
+    nodes = [_conv("x", "c", 3, 8, inits),
+             helper.make_node("AveragePool", ["c"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
+             _conv("ap", "y", 8, 4, inits)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], inits)
+    model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert ("ap", "c") not in annotate.mark(model, True).shared   # the default: the pool's own range
+    assert ("ap", "c") in annotate.mark(model, True, average_pool_shares_input=True).shared
 
 
 def test_shared_parameters_resolve_chains_in_any_order():
