@@ -53,6 +53,12 @@ def test_tiles_follow_the_measured_depths():
     assert conv_tiles(352, 9, 3072) == [(0, 176), (176, 352)]      # 3168: two halves
     assert conv_tiles(8192, 1, 3072) == [(0, 3072), (3072, 6144), (6144, 8192)]
     assert conv_tiles(6400, 1, 3072)[-1] == (6144, 6400)
+    # halves only when a half is whole 16-channel blocks; else the limit's depth in 16-channel blocks
+    assert conv_tiles(440, 9, 3072) == [(0, 336), (336, 440)]     # RegNetY's 440-wide Convs, int8
+    assert conv_tiles(360, 9, 3072) == [(0, 336), (336, 360)]
+    assert conv_tiles(6000, 1, 3072) == [(0, 3072), (3072, 6000)]
+    assert conv_tiles(176, 18, 3072) == [(0, 160), (160, 176)]    # float16
+    assert conv_tiles(440, 18, 3072) == [(0, 160), (160, 320), (320, 440)]
 
 
 def test_deep_conv_is_split_with_its_activation_on_the_last_tile():
