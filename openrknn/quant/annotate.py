@@ -8,8 +8,9 @@ simulator (and a reloaded ``.rknn``) lowers exactly what was decided here:
 ``qconvt``        ConvTranspose (group 1) with constant weights: the same, per-channel weights on axis 1
 ``qmatmul``       MatMul/Gemm with a constant 2-D weight: integer, int32 accumulation
 ``qmatmul2``      MatMul of two activations: integer, int32 accumulation
-``pass``          moves values only (Reshape, Transpose, MaxPool…): runs on the integers,
-                  output shares the input's parameters
+``pass``          moves values only (Reshape, Transpose, MaxPool, a strided Slice…): runs on the
+                  integers, output shares the input's parameters (a channel piece of a Split or
+                  Slice is ``qfloat``: calibrated on its own range, :func:`channel_piece`)
 ``fused_act``     Relu/Clip in the layer of the ``qconv``/``qmatmul`` before it (the layer record,
                   ``openrknn.graph.npu_layers``, says so): the producer writes the activation's parameters and the saturation implements the activation
 ``qfloat``        any other layer with integer tensors: dequantized inputs, float32 op,
@@ -97,10 +98,13 @@ def opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
 
 
-def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozenset[str] = frozenset()) -> Plan:
+def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozenset[str] = frozenset(),
+         average_pool_shares_input: bool = False) -> Plan:
     """Give every node of ``model`` a kind (in place) and return what must be quantized.
 
     ``float_layers`` (hybrid quantization) names nodes forced to float16: their weights stay float.
+    ``average_pool_shares_input``: an AveragePool's output takes its input's parameters, as
+    rknn-toolkit2 2.5.0 calibrates it (off by default: it costs accuracy, see :func:`_share_like_rknn`).
     """
     plan = Plan(float_tensors=float_tensor_names(model))
     inits = {i.name: i for i in model.graph.initializer}
@@ -138,6 +142,7 @@ def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozen
         for node in model.graph.node:   # the rules above must not pull a forced float layer back
             if _key(node) in forced:
                 set_kind(node, FLOAT)
+        _share_like_rknn(model, plan, inits, average_pool_shares_input)
     return plan
 
 
@@ -229,10 +234,79 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
     if node.op_type == "MatMul" and len(f_in) == 2:
         return QMATMUL2
     if node.op_type in pass_ops and node.input[0] in f_in and len(f_out) == len([o for o in node.output if o]):
-        return PASS
+        return QFLOAT if channel_piece(node, inits) else PASS
     if node.op_type in npu_layers.SATURATING_ACTIVATIONS:   # fused only where the layer record says (mark)
         return FUSED_ACT
     return QFLOAT
+
+
+def channel_piece(node: onnx.NodeProto, inits) -> bool:
+    """Whether ``node`` cuts channels out of a 4-D tensor: a Split on axis 1, or a Slice on axis 1 with
+    step 1. rknn-toolkit2 2.5.0 calibrates each such piece on its own range (probe graphs: a Split, two
+    sibling Slices and a C2f-style Slice of a ConvRelu each store the piece's own maximum; the deep
+    Conv split's ``x_split``/``x_split_o1`` in resnet18 too), while a strided spatial Slice (yolox's
+    Focus) keeps its input's parameters."""
+    if node.op_type == "Split":
+        return _attr(node, "axis", 0) in (1, -3)
+    if node.op_type != "Slice" or len(node.input) < 4 or not node.input[3] or node.input[3] not in inits:
+        return False
+    axes = numpy_helper.to_array(inits[node.input[3]]).reshape(-1).tolist()
+    steps = ([1] * len(axes) if len(node.input) < 5 or not node.input[4]
+             else numpy_helper.to_array(inits[node.input[4]]).reshape(-1).tolist() if node.input[4] in inits else None)
+    return axes in ([1], [-3]) and steps == [1]
+
+
+# Layers that move values without widening them and share one quantization with their input
+# (rknn-toolkit2 2.5.0, probe graphs): a Resize's input takes the Resize's output parameters when
+# nothing else reads it, else the output takes the input's; an AveragePool's output always takes
+# its input's (optional here, see _share_like_rknn).
+_BACKWARD_SHARED = frozenset({"Resize", "Upsample"})
+_AVERAGE_POOL = "AveragePool"
+
+
+def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_shares_input: bool = False) -> None:
+    """Add the parameter sharing rknn-toolkit2's calibration applies between separate integer layers
+    to ``plan.shared`` (measured, rknn-toolkit2 2.5.0, rk3588, probe graphs):
+
+    * a Relu/Clip (constant bounds) that is a layer of its own — after a ``Mul``, a ``Concat``, a
+      per-group Conv's ``Concat`` — gives its input its own parameters, as a fused one does: the
+      producer saturates (rexnet's SE ``Mul`` → ReLU6, regnet's grouped ``Concat`` → ReLU);
+    * :data:`_BACKWARD_SHARED` (an FPN's ``Relu`` → ``Resize``: the Relu stores the Resize's
+      narrower range);
+    * with ``average_pool_shares_input``, an AveragePool's output takes its input's parameters
+      (resnet-d shortcuts, PP-OCRv4 rec's pooling before the neck). Not the default: the pooled
+      range is narrower, and the input's coarser step cost PP-OCRv4 rec 0.98650 → 0.98611 int8
+      cosine (``bench/quant_quality.py``).
+
+    Only between tensors an integer layer writes, and only into a tensor this layer alone reads
+    (no other data reader, not a graph output) that no rule has already tied to another."""
+    kind_of = {o: node_kind(n) for n in model.graph.node for o in n.output if o}
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        if node_kind(node) != OTHER:   # Shape & co. read no values
+            for name in set(node.input):
+                readers[name] = readers.get(name, 0) + 1
+    outputs = {o.name for o in model.graph.output}
+    tied = {tensor for tensor, _ in plan.shared}
+
+    def private(tensor: str) -> bool:
+        return (kind_of.get(tensor) in INTEGER_KINDS and readers.get(tensor) == 1 and tensor not in outputs
+                and tensor not in tied)
+
+    for node in model.graph.node:
+        if node_kind(node) != QFLOAT or not node.input or not node.output or not node.output[0]:
+            continue
+        source, out = node.input[0], node.output[0]
+        if node.op_type in npu_layers.SATURATING_ACTIVATIONS and _clip_bounds_known(node, inits) and private(source):
+            plan.shared.append((source, out))
+        elif node.op_type in _BACKWARD_SHARED and private(source):
+            plan.shared.append((source, out))
+        elif (node.op_type in _BACKWARD_SHARED or (average_pool_shares_input and node.op_type == _AVERAGE_POOL)) \
+                and source in plan.float_tensors:
+            plan.shared.append((out, source))
+        else:
+            continue
+        tied.add(plan.shared[-1][0])
 
 
 def _attr(node: onnx.NodeProto, name: str, default):

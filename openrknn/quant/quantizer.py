@@ -77,7 +77,8 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     golden.CopyFrom(graph)
     overrides = overrides.resolved(graph)
     overrides.check_layers(graph)
-    plan = annotate.mark(graph, spec.act_dtype is not None, overrides.float_layers)
+    plan = annotate.mark(graph, spec.act_dtype is not None, overrides.float_layers,
+                         average_pool_shares_input=settings.average_pool_shares_input)
     algorithm = get_algorithm(settings.algorithm)
     inits = {i.name for i in graph.graph.initializer}
     act_params: dict[str, QuantParams] = {}
@@ -108,9 +109,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
                     bottom, top = clamped[name]
                     lo, hi = min(max(lo, bottom), top), min(max(hi, bottom), top)
                 act_params[name] = params_from_range(lo, hi, dtype, qtype)
-        for tensor, source in plan.shared:
-            if source in act_params:
-                act_params[tensor] = act_params[source]
+        act_params.update(shared_params(plan.shared, act_params))
         for tensor in unstored:
             act_params.pop(tensor, None)
         act_params.update(overrides.activation_params(act_params))
@@ -131,6 +130,25 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
              f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")
     return model
+
+
+def shared_params(shared: list[tuple[str, str]], params: dict[str, QuantParams]) -> dict[str, QuantParams]:
+    """The parameters each ``(tensor, source)`` pair of :attr:`annotate.Plan.shared` gives ``tensor``:
+    its source's once that source is resolved — chains (a Conv's ``fused_act`` Relu whose output a
+    Resize ties to its own) resolve to their end in any order; a source without parameters leaves
+    the tensor its own."""
+    source_of = dict(shared)
+    resolved: dict[str, QuantParams | None] = {}
+
+    def resolve(tensor: str, seen: frozenset[str]) -> QuantParams | None:
+        if tensor in resolved:
+            return resolved[tensor]
+        source = source_of.get(tensor)
+        found = resolve(source, seen | {tensor}) if source is not None and source not in seen else None
+        resolved[tensor] = found if found is not None else params.get(tensor)
+        return resolved[tensor]
+
+    return {tensor: p for tensor in source_of if (p := resolve(tensor, frozenset())) is not None}
 
 
 # Layers whose extreme input values carry the answer: their inputs are never clipped.

@@ -142,6 +142,9 @@ class QuantSettings:
     epochs: int = -1
     toolkit: int = 2
     weight_qtype: str | None = None   # None: the dtype's own (see WEIGHT_QTYPES)
+    # an AveragePool's output calibrated as rknn-toolkit2 2.5.0 does it (its input's parameters); off by
+    # default because it costs accuracy (annotate.mark)
+    average_pool_shares_input: bool = False
 
     @property
     def spec(self) -> DtypeSpec:

@@ -53,6 +53,12 @@ def test_tiles_follow_the_measured_depths():
     assert conv_tiles(352, 9, 3072) == [(0, 176), (176, 352)]      # 3168: two halves
     assert conv_tiles(8192, 1, 3072) == [(0, 3072), (3072, 6144), (6144, 8192)]
     assert conv_tiles(6400, 1, 3072)[-1] == (6144, 6400)
+    # halves only when a half is whole 16-channel blocks; else the limit's depth in 16-channel blocks
+    assert conv_tiles(440, 9, 3072) == [(0, 336), (336, 440)]     # RegNetY's 440-wide Convs, int8
+    assert conv_tiles(360, 9, 3072) == [(0, 336), (336, 360)]
+    assert conv_tiles(6000, 1, 3072) == [(0, 3072), (3072, 6000)]
+    assert conv_tiles(176, 18, 3072) == [(0, 160), (160, 176)]    # float16
+    assert conv_tiles(440, 18, 3072) == [(0, 160), (160, 320), (320, 440)]
 
 
 def test_deep_conv_is_split_with_its_activation_on_the_last_tile():
@@ -158,5 +164,8 @@ def test_grouped_convs_run_dense_or_per_group_as_the_chip_does():
     model = optimize(_grouped_model(8), 3)   # float16 weights: 8 channels are 16 bytes, split on rk3588
     lower_grouped_convs(model, 8, weight_bytes=2)
     assert "Concat" in _rows(model)
+    # the pieces and the per-group Convs' outputs under the names rknn-toolkit2 stores (regnet_x)
+    concat = next(n for n in model.graph.node if n.op_type == "Concat")
+    assert list(concat.input) == [f"c_branch{g}" for g in range(4)]
     depthwise = optimize(_grouped_model(1), 3)
     assert not lower_grouped_convs(depthwise, 8).modified
