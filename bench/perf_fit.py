@@ -52,7 +52,7 @@ MODELS = CACHE / "perf_models"
 FEATURES = CACHE / "perf_fit"
 BENCH_PYTHON = os.environ.get("OPENRKNN_BENCH_PYTHON", sys.executable)   # a Python with torch, timm, yolov5, ...
 CHIPS = ("rk3566", "rk3562", "rk3588", "rk3576", "rv1109", "rv1126", "rk1808")
-SHARED = REPO.parent / "shared"
+SHARED = Path(os.environ.get("OPENRKNN_TEST_DATA", REPO.parent / "shared"))   # ../shared, or a worktree's data
 LOSS = "soft_l1"   # robust: a few published figures no per-chip constant explains must not drag the rest
 FP16_CHIPS = ("rk3566", "rk3562", "rk3588", "rk3576")
 
