@@ -573,7 +573,9 @@ def _check_dtype(node, facts, entry, limits, override):
     data = facts.data_inputs(node)
     dtype = facts.dtype(data[0], override) if data else None
     if allowed and dtype and dtype not in allowed:
-        yield "dtype", f"data type {dtype} not in {sorted(allowed)}", ""
+        # an int8 LayerNorm: rknn-toolkit2 prints exNorm INT8 on the NPU (PP-OCRv4 rec, FPN, a transformer encoder)
+        norm = dtype == "int8" and _entry_name(node, facts) == "exNorm"
+        yield ("norm_int8" if norm else "dtype"), f"data type {dtype} not in {sorted(allowed)}", ""
 
 
 def _check_quant(node, facts, entry, limits, override):
@@ -950,7 +952,9 @@ def _check_axis(node, facts, entry, limits, override):
     softmax = node.op_type in ("Softmax", "Hardmax")
     default = (-1 if facts.opset >= 13 else 1) if softmax else 0   # Softmax's default axis changed in opset 13
     axis = int(_attr(node, "axis", default))
-    axis4 = (axis + rank if axis < 0 else axis) + (4 - rank) if rank <= 4 else None
+    axis4 = (axis + rank if axis < 0 else axis) + (4 - rank)
+    if rank > 4 and not (shape[0] == 1 and axis4 >= 1):
+        axis4 = None   # a batch-1 5-D tensor is folded to 4-D (its leading dimensions merged; _check_rank)
     if axis4 is None or axis4 not in allowed:
         yield ("softmax_axis" if softmax else "axis"), f"axis {axis} (axis {axis4} of the 4-D NCHW tensor) not in {allowed}", ""
         return
@@ -1004,7 +1008,9 @@ def _check_rank(node, facts, entry, limits, override):
     for name in list(facts.data_inputs(node)) + [o for o in node.output if o]:
         shape = facts.shape(name)
         if shape is not None and len(shape) > 4:
-            yield "rank", f"tensor '{name}' is {len(shape)}-D: NPU entries take at most 4-D (NCHW)", ""
+            # batch 1: rknn-toolkit2 folds the leading dimensions into 4-D and keeps the layer (yolov5's decode)
+            family = "rank_folded" if shape[0] == 1 else "rank"
+            yield family, f"tensor '{name}' is {len(shape)}-D: NPU entries take at most 4-D (NCHW)", ""
             return
 
 

@@ -127,3 +127,30 @@ def test_reshape_of_a_cpu_layer_output_stays_on_the_cpu():
     nhwc_npu = _targets(model, "rk3588")
     if nhwc_npu["to_nhwc"] == "NPU":
         assert nhwc_npu["flatten"] == "NPU"
+
+
+def _decode(batch: int) -> onnx.ModelProto:
+    """yolov5's box decode on its 5-D head tensor: Sigmoid → Split (last axis) → Mul → Concat."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+             helper.make_node("Split", ["s", "parts"], ["xy", "rest"], name="split", axis=4),
+             helper.make_node("Mul", ["xy", "two"], ["xy2"], name="mul"),
+             helper.make_node("Concat", ["xy2", "rest"], ["y"], name="cat", axis=4)]
+    return _model(nodes, {"x": [batch, 3, 8, 8, 6]}, [("parts", np.array([2, 4], np.int64)),
+                                                      ("two", np.array(2.0, np.float32))])
+
+
+def test_batch_one_five_d_decode_stays_on_the_npu():
+    """rknn-toolkit2 folds a batch-1 5-D tensor into 4-D: yolov5's decode Split/Mul/Concat are NPU
+    layers on RK3588 and RK3566; with a batch of 2 the operator list's CPU fallback stands."""
+    for chip in ("rk3588", "rk3566"):
+        assert not _limit_cpu(_decode(1), chip) & {"split", "mul", "cat"}, chip
+    assert {"split", "mul", "cat"} <= _limit_cpu(_decode(2), "rk3588")
+
+
+def test_int8_layer_norm_stays_on_the_npu():
+    """exNorm lists float16 only, yet rknn-toolkit2 prints ``exNorm INT8`` on the NPU (PP-OCRv4 rec,
+    FPN, the transformer encoder)."""
+    nodes = [helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["y"], name="ln", axis=-1)]
+    model = _model(nodes, {"x": [1, 16, 32]}, [("gamma", np.ones(32, np.float32)), ("beta", np.zeros(32, np.float32))])
+    for chip in ("rk3588", "rk3566"):
+        assert "ln" not in _limit_cpu(model, chip, "int8"), chip
