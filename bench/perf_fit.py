@@ -52,7 +52,7 @@ MODELS = CACHE / "perf_models"
 FEATURES = CACHE / "perf_fit"
 BENCH_PYTHON = os.environ.get("OPENRKNN_BENCH_PYTHON", sys.executable)   # a Python with torch, timm, yolov5, ...
 CHIPS = ("rk3566", "rk3562", "rk3588", "rk3576", "rv1109", "rv1126", "rk1808")
-SHARED = REPO.parent / "shared"
+SHARED = Path(os.environ.get("OPENRKNN_TEST_DATA", REPO.parent / "shared"))   # ../shared, or a worktree's data
 LOSS = "soft_l1"   # robust: a few published figures no per-chip constant explains must not drag the rest
 FP16_CHIPS = ("rk3566", "rk3562", "rk3588", "rk3576")
 
@@ -100,7 +100,7 @@ def ensure_models(shared: Path) -> None:
 # Sources the cached features do not depend on: the time formula and its constants (fitted here),
 # the printing, the memory estimate, the UI. Anything else (loaders, graph passes, the layer record,
 # quantization, the layer list) invalidates the cache.
-FEATURES_VERSION = "3"   # bump when build_features writes other fields
+FEATURES_VERSION = "4"   # bump when build_features writes other fields
 _NOT_FEATURES = ("openrknn/profile/cost_model.py", "openrknn/profile/cost_table.py", "openrknn/profile/perf.py",
                  "openrknn/profile/perf_format.py", "openrknn/profile/calibration.py", "openrknn/profile/memory",
                  "openrknn/ui/", "openrknn/cli/", "openrknn/capi/", "openrknn/evaluation/", "openrknn/codegen/")
@@ -160,7 +160,7 @@ def build_features(model: str, chip_name: str, quantize: bool) -> list[dict]:
             # the activations' bytes: the fit adds the weights' (read weight_reads times)
             row.update(macs=f.padded_macs, dw=f.depthwise, rate=f.rate_class, rw=f.rw_bytes - f.weight_bytes * table.weight_reads,
                        wbytes=f.weight_bytes, le=f.low_efficiency,
-                       lut=f.lut_elements)
+                       lut=f.lut_elements, dil_area=_dilated_area(layer.conv))
         else:   # the CPU time again, in parts: the fit scales the fallback ops' element rate
             row["cpu_us"] = cpu_time_us(layer, table)
             row["io"] = layer.kind in ("input", "output")
@@ -168,6 +168,15 @@ def build_features(model: str, chip_name: str, quantize: bool) -> list[dict]:
             row["cpu_macs"] = layer.macs
         rows.append(row)
     return rows
+
+
+def _dilated_area(geo) -> float:
+    """How many times larger a dilated kernel's extent is than its taps (1 without dilation): the
+    operator list's dilated kernel, dkh = kh * d - d + 1."""
+    if geo is None or geo.dilation <= 1:
+        return 1.0
+    d = geo.dilation
+    return ((geo.kh - 1) * d + 1) * ((geo.kw - 1) * d + 1) / (geo.kh * geo.kw)
 
 
 def features(model: str, chip: str, quantize: bool, key: str, rebuild: bool) -> list[dict]:
@@ -203,6 +212,7 @@ class Rows:
     le: np.ndarray
     concat: np.ndarray
     lut: np.ndarray
+    dil_area: np.ndarray    # a dilated kernel's extent / its taps (1: no dilation)
     io_us: float            # input/output operators (CPU copies; not fitted)
     cpu_ops: int            # fallback ops on the CPU: count, elements, MACs
     cpu_elements: float
@@ -215,6 +225,7 @@ class Rows:
         return cls(model, family, published, col("macs"), col("dw", bool),
                    np.array([r["rate"] == "float16" for r in npu]), col("rw"), col("wbytes"), col("le", bool),
                    np.array([r["op"] == "Concat" for r in npu]), col("lut"),
+                   np.array([float(r.get("dil_area", 1.0)) for r in npu]),
                    sum(r["cpu_us"] for r in layers if r["target"] != "NPU" and r["io"]),
                    sum(1 for r in layers if r["target"] != "NPU" and not r["io"]),
                    sum(r["elements"] for r in layers if r["target"] != "NPU" and not r["io"]),
@@ -236,6 +247,7 @@ PARAMS = {
     "concat_factor": (0.01, 20.0),
 }
 FIXED: dict[str, float] = {}
+DILATED_DEPTHWISE = False   # --dilated-depthwise: a dilated depthwise Conv costs its dilated kernel's extent
 FREE = ["ddr_efficiency", "layer_overhead_us", "dw_macs_per_cycle", "activation_cycles_per_element",
         "low_efficiency_factor", "ddr_overlap_loss", "cpu_elements_per_us", "weight_reads", "concat_factor"]
 
@@ -273,7 +285,8 @@ class ChipModel:
                         np.where(rows.fp16, p["fp16_macs_per_cycle"], t.macs_per_cycle["int8"]))
         concat = p["concat_factor"] or p["low_efficiency_factor"]   # 0: a Concat is one of the table 8-5 ops
         factor = np.where(rows.le, np.where(rows.concat, concat, p["low_efficiency_factor"]), 1.0)
-        npu = rows.macs / (rate * p["mac_efficiency"]) * factor
+        macs = np.where(rows.dw, rows.macs * rows.dil_area, rows.macs) if DILATED_DEPTHWISE else rows.macs
+        npu = macs / (rate * p["mac_efficiency"]) * factor
         ddr = (rows.rw + rows.wbytes * p["weight_reads"]) * factor / (t.ddr_bytes_per_npu_cycle * p["ddr_efficiency"])
         cycles = np.maximum(npu, ddr) + p["ddr_overlap_loss"] * np.minimum(npu, ddr) \
             + rows.lut * p["activation_cycles_per_element"]
@@ -476,7 +489,11 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", action="store_true", help="also print the docs table")
     ap.add_argument("--set", nargs="*", help="experiments: hold constants at a value, e.g. ddr_overlap_loss=1")
     ap.add_argument("--free", nargs="*", help=f"the constants to fit (default {' '.join(FREE)})")
+    ap.add_argument("--dilated-depthwise", action="store_true",
+                    help="experiment: cost a dilated depthwise Conv over its dilated kernel (dkh x dkw taps)")
     args = ap.parse_args(argv)
+    global DILATED_DEPTHWISE
+    DILATED_DEPTHWISE = args.dilated_depthwise
     if args.free:
         FREE[:] = args.free
     FIXED.update({k: float(v) for k, v in (item.split("=") for item in args.set or ())})

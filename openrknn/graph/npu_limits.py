@@ -421,6 +421,8 @@ def placement(node: onnx.NodeProto, graph: GraphFacts | onnx.ModelProto, chip: A
 def _place(node: onnx.NodeProto, facts: GraphFacts, limits: ChipLimits, dtype_override: str | None,
            entry_name: str | None) -> Placement:
     entry = limits.entry(entry_name) if entry_name else None
+    if entry is None and _lowered_on_npu(node.op_type, limits.group):
+        return NPU_PLACEMENT   # the converter rewrites it into listed NPU layers (converter_behaviour.unlisted_ops)
     if entry is None or entry.get("status") == "not_yet_supported":
         why = "no NPU entry" if entry is None else "the entry says not yet supported"
         section = f"§{entry['section']}" if entry else f"§{limits.section}"
@@ -452,6 +454,21 @@ def _place(node: onnx.NodeProto, facts: GraphFacts, limits: ChipLimits, dtype_ov
         target = "CPU" if all(f.consequence == CPU for f in parts) else "NONE"
         return Placement(target, tuple(parts + kept))
     return Placement("NPU", tuple(kept)) if kept else NPU_PLACEMENT
+
+
+_BATCH_FOLDED_OPS = frozenset({"Softmax"})
+
+
+@functools.cache
+def _unlisted_ops() -> dict[str, dict[str, Any]]:
+    return dict((_raw().get("converter_behaviour") or {}).get("unlisted_ops") or {})
+
+
+def _lowered_on_npu(op: str, group: str) -> bool:
+    """Whether rknn-toolkit2 lowers ``op``, which the operator list has no NPU entry for, into NPU
+    layers on the chip group ``group`` (``converter_behaviour.unlisted_ops`` of the data file)."""
+    found = _unlisted_ops().get(op)
+    return bool(found) and found.get("consequence") == "rewrite" and group in (found.get("groups") or ())
 
 
 @functools.cache
@@ -494,9 +511,11 @@ def _fallback(limits: ChipLimits, node: onnx.NodeProto, entry_name: str, reasons
 
 
 def _cpu_limit_broken(cpu: str, node: onnx.NodeProto, facts: GraphFacts) -> bool:
-    """The CPU operators' own limits that can be read from the graph (batch size 1 only)."""
+    """The CPU operators' own limits that can be read from the graph (batch size 1 only). A Softmax
+    is not held to it: rknn-toolkit2 folds the leading dimensions first (MobileSAM's window attention,
+    64 windows, runs as ``exSoftmax13`` on RK3566's CPU)."""
     row = _cpu_ops().get(cpu.split(" ", 1)[-1].lower(), {})
-    if "batch size 1" in str(row.get("limit", "")):
+    if "batch size 1" in str(row.get("limit", "")) and node.op_type not in _BATCH_FOLDED_OPS:
         shape = facts.shape(next(iter(facts.data_inputs(node)), ""))
         return bool(shape) and len(shape) >= 3 and shape[0] > 1
     return False
@@ -554,7 +573,9 @@ def _check_dtype(node, facts, entry, limits, override):
     data = facts.data_inputs(node)
     dtype = facts.dtype(data[0], override) if data else None
     if allowed and dtype and dtype not in allowed:
-        yield "dtype", f"data type {dtype} not in {sorted(allowed)}", ""
+        # an int8 LayerNorm: rknn-toolkit2 prints exNorm INT8 on the NPU (PP-OCRv4 rec, FPN, a transformer encoder)
+        norm = dtype == "int8" and _entry_name(node, facts) == "exNorm"
+        yield ("norm_int8" if norm else "dtype"), f"data type {dtype} not in {sorted(allowed)}", ""
 
 
 def _check_quant(node, facts, entry, limits, override):
@@ -931,7 +952,9 @@ def _check_axis(node, facts, entry, limits, override):
     softmax = node.op_type in ("Softmax", "Hardmax")
     default = (-1 if facts.opset >= 13 else 1) if softmax else 0   # Softmax's default axis changed in opset 13
     axis = int(_attr(node, "axis", default))
-    axis4 = (axis + rank if axis < 0 else axis) + (4 - rank) if rank <= 4 else None
+    axis4 = (axis + rank if axis < 0 else axis) + (4 - rank)
+    if rank > 4 and not (shape[0] == 1 and axis4 >= 1):
+        axis4 = None   # a batch-1 5-D tensor is folded to 4-D (its leading dimensions merged; _check_rank)
     if axis4 is None or axis4 not in allowed:
         yield ("softmax_axis" if softmax else "axis"), f"axis {axis} (axis {axis4} of the 4-D NCHW tensor) not in {allowed}", ""
         return
@@ -948,7 +971,17 @@ def _check_slice(node, facts, entry, limits, override):
     if steps is not None and any(int(s) != 1 for s in steps.ravel()):
         x = _as_4d(facts.shape(node.input[0]))
         if not (x and x[2] * x[3] == 1):
-            yield "slice_step", f"steps {[int(s) for s in steps.ravel()]}: all steps must be 1", ""
+            # strided along the height/width only (a space-to-depth "Focus"): the converter rewrites it
+            family = "slice_spatial_step" if x and _strided_axes(node, facts, steps) <= {2, 3} else "slice_step"
+            yield family, f"steps {[int(s) for s in steps.ravel()]}: all steps must be 1", ""
+
+
+def _strided_axes(node, facts, steps) -> set[int]:
+    """The axes (of the 4-D input) a Slice steps by more than 1."""
+    rank = len(facts.shape(node.input[0]) or ())
+    axes = facts.array(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    axes = [int(a) for a in axes.ravel()] if axes is not None else list(range(len(steps.ravel())))
+    return {a % rank + (4 - rank) for a, step in zip(axes, steps.ravel()) if int(step) != 1}
 
 
 def _check_pad(node, facts, entry, limits, override):
@@ -975,7 +1008,9 @@ def _check_rank(node, facts, entry, limits, override):
     for name in list(facts.data_inputs(node)) + [o for o in node.output if o]:
         shape = facts.shape(name)
         if shape is not None and len(shape) > 4:
-            yield "rank", f"tensor '{name}' is {len(shape)}-D: NPU entries take at most 4-D (NCHW)", ""
+            # batch 1: rknn-toolkit2 folds the leading dimensions into 4-D and keeps the layer (yolov5's decode)
+            family = "rank_folded" if shape[0] == 1 else "rank"
+            yield family, f"tensor '{name}' is {len(shape)}-D: NPU entries take at most 4-D (NCHW)", ""
             return
 
 

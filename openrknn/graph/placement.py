@@ -220,6 +220,7 @@ def executed_layers(model: RKNNModel, view: LiveGraph, chip, act_dtype: str, wei
     limit_cpu = frozenset((model.metadata or {}).get(LIMIT_CPU_KEY) or ())
     layers: list[ExecutedLayer] = []
     used: set[str] = set()
+    cpu_written: dict[str, bool] = {}   # tensor -> whether a CPU layer writes it
     for node in view.nodes:
         if node.name in used:
             continue
@@ -227,9 +228,31 @@ def executed_layers(model: RKNNModel, view: LiveGraph, chip, act_dtype: str, wei
         used.update(n.name for n in group)
         record = record_of.get(group[0].output[0]) if group[0].output else None
         record = record or _single_node_record(group[0], act_dtype)
+        if len(group) > 1 and any(_on_cpu(member, limit_cpu) for member in group[1:]):
+            # a fused block the chip has no NPU entry for (attention on RK3566) runs node by node,
+            # its CPU members on the CPU: rknn-toolkit2 prints exMatMul, exSoftmax13 (CPU), ...
+            for member in group:
+                single = _single_node_record(member, record.dtype)
+                single = dataclasses.replace(single, op_name=_PRINTED_ALONE.get(member.op_type, single.op_name))
+                target = _target(model, view, [member], single, rules, limit_cpu, act_dtype, weight_dtype)
+                layers.append(ExecutedLayer(dataclasses.replace(single, target=target), [member]))
+                cpu_written.update({o: target == "CPU" for o in member.output if o})
+            continue
         target = _target(model, view, group, record, rules, limit_cpu, act_dtype, weight_dtype)
+        if target == "NPU" and record.op_name == "Reshape" and rules.toolkit == 2 and \
+                any(cpu_written.get(i) for i in view.layer_inputs(group)):
+            target = "CPU"    # a Reshape of a CPU layer's output stays on the CPU (RK3566: RetinaFace heads, MobileSAM attention)
         layers.append(ExecutedLayer(dataclasses.replace(record, target=target), group))
+        cpu_written.update({o: target == "CPU" for o in group[-1].output if o})
     return layers
+
+
+# what rknn-toolkit2 prints for the members of an attention block it runs node by node (RK3566)
+_PRINTED_ALONE = {"MatMul": "exMatMul", "Softmax": "exSoftmax13"}
+
+
+def _on_cpu(node: onnx.NodeProto, limit_cpu: frozenset[str]) -> bool:
+    return node.name in limit_cpu or any(o in limit_cpu for o in node.output)
 
 
 def _single_node_record(node: onnx.NodeProto, dtype: str) -> npu_layers.LayerRecord:
@@ -243,8 +266,8 @@ def _target(model: RKNNModel, view: LiveGraph, group: list[onnx.NodeProto], reco
     """NPU or CPU for one layer (module docstring); ``record.target`` is the model-only placement."""
     main = group[0]
     op = main.op_type
-    if record.target == "CPU" or main.name in limit_cpu or any(o in limit_cpu for o in main.output) \
-            or op in CPU_OPS or op in rules.cpu_ops:
+    if record.target == "CPU" or _on_cpu(main, limit_cpu) \
+            or (op in CPU_OPS and op not in rules.npu_ops) or op in rules.cpu_ops:
         return "CPU"
     if op not in NPU_OPS and op not in rules.npu_ops:
         log.debug(f"eval_perf: op {op} ({main.name}) has no NPU kernel in the cost model; costed on the CPU")

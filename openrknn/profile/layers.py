@@ -46,6 +46,7 @@ class ConvGeometry:
     cout: int               # output channels per group
     groups: int
     width: int = 0          # output width of a convolution (0: not a spatial convolution)
+    dilation: int = 1       # the largest of the kernel's dilations
 
     @property
     def depthwise(self) -> bool:
@@ -179,13 +180,14 @@ class LayerBuilder:
         if len(w) < 3 or not x or not y:
             return "conv", None
         groups = next((a.i for a in node.attribute if a.name == "group"), 1)
+        dilation = max(next((list(a.ints) for a in node.attribute if a.name == "dilations"), None) or [1])
         kh, kw = (w[2], w[3]) if len(w) == 4 else (1, w[2])
         if node.op_type == "ConvTranspose":
             rows = math.prod(x) // max(x[1], 1)
             geo = ConvGeometry(rows, kh, kw, x[1] // groups, w[1], groups, x[-1])
         else:
             rows = math.prod(y) // max(y[1], 1)
-            geo = ConvGeometry(rows, kh, kw, w[1], w[0] // groups, groups, y[-1])
+            geo = ConvGeometry(rows, kh, kw, w[1], w[0] // groups, groups, y[-1], dilation)
         if geo.depthwise:
             return "depthwise", geo
         fc = kh == kw == 1 and geo.groups == 1 and math.prod(y[2:]) == 1 and node.op_type == "Conv"
