@@ -7,7 +7,8 @@ checks it against a numpy integer reference, natively and under ``qemu-x86_64 -c
 * **Sums.** ``acc = Σ (q_x − z_x)·(q_w − z_w) + q_b`` is exact: int32 from ``QLinearConv`` /
   ``ConvInteger`` / ``MatMulInteger``, or a float32 op on the centred integers while every partial sum
   stays below 2^24 (:func:`_exact_float_pieces` checks the bound per output channel; weights split as
-  ``16·hi + lo`` when one op could pass it, the parts added in int32).
+  ``16·hi + lo`` when one op could pass it, the parts added in int32; a bias that alone passes it —
+  int32-saturated biases reach 2^30 — is added in int32 after the float32 op).
 * **Rounding.** ``y = clamp(rne(float32(acc)·M_c) + z_y)`` with ``M_c = float32(s_x·s_w[c]/s_y)``
   (``openrknn.quant.numerics.requant_multiplier``): one float32 multiply, round half to even
   (``QuantizeLinear`` with scale 1, or inside ``QLinearConv``).
@@ -148,6 +149,11 @@ class IntegerArithmetic:
         q_bias = numpy_helper.to_array(self.inits[bias]).astype(np.int64).ravel() if bias else None
         spatial = (1,) * (weight.ndim - 2) if op_type != "MatMul" else ()
         pieces = _exact_float_pieces(centred, x_reach, reduce_axes, np.abs(q_bias) if bias else None)
+        if bias and (pieces is None or len(pieces) > 1) and len(_exact_float_pieces(centred, x_reach, reduce_axes)
+                                                                 or ()) == 1:
+            # only the bias is too large for float32 (a saturated int32 bias, ~2^30): the sums in one
+            # exact float32 op, the bias added in int32 — the integer kernel's result, at float speed
+            return self._float_sum_int32_bias(node, op_type, attrs, centred, bias, q_bias, spatial, y), spatial
         zero_points = np.unique(self.params[w].zero_point)
         if (pieces is None or len(pieces) > 1) and op_type in ("Conv", "MatMul") and zero_points.size == 1:
             # sums too large for one exact float32 op: the integer kernel (u8 × u8, exact), int32 out
@@ -186,6 +192,17 @@ class IntegerArithmetic:
             self.nodes.append(helper.make_node("Add", [acc, part], [f"{y}__acc_sum{k}"], name=f"{y}__acc_sum{k}"))
             acc = f"{y}__acc_sum{k}"
         return self._int32_sum_as_float(acc, bias, q_bias, spatial, y), spatial
+
+    def _float_sum_int32_bias(self, node: onnx.NodeProto, op_type: str, attrs: dict, centred_w: np.ndarray,
+                              bias: str, q_bias: np.ndarray, spatial: tuple[int, ...], y: str) -> str:
+        """``Σ (q_x − z_x)·(q_w − z_w)`` by one float32 op (every partial sum below 2^24, so exact),
+        as int32, plus the int32 bias, then ``float32(acc)``."""
+        raw, ints = f"{y}__sum_exact", f"{y}__acc_int"
+        weight = self.const(f"{node.input[1]}__exact_f", centred_w.astype(np.float32))
+        self.nodes += [helper.make_node(op_type, [self._centred(node.input[0]), weight], [raw],
+                                        name=f"{raw}_{op_type.lower()}", **attrs),
+                       helper.make_node("Cast", [raw], [ints], to=onnx.TensorProto.INT32, name=f"{ints}_to_int32")]
+        return self._int32_sum_as_float(ints, bias, q_bias, spatial, y)
 
     def _int32_sum_as_float(self, acc: str, bias: str | None, q_bias: np.ndarray | None, spatial: tuple[int, ...],
                             y: str) -> str:
