@@ -9,8 +9,9 @@ checks it against a numpy integer reference, natively and under ``qemu-x86_64 -c
   stays below 2^24 (:func:`_exact_float_pieces` checks the bound per output channel; weights split as
   ``16·hi + lo`` when one op could pass it, the parts added in int32; a bias that alone passes it —
   int32-saturated biases reach 2^30 — is added in int32 after the float32 op). Non-grouped Convs
-  whose output stays inside their layer use ``ConvInteger`` (u8 × u8) plus the int32 bias: exact
-  whatever the sums, and faster than the float32 Conv there; grouped ones the float32 Conv.
+  and MatMuls whose output stays inside their layer use ``ConvInteger`` / ``MatMulInteger``
+  (u8 × u8) plus the int32 bias: exact whatever the sums, and faster than the float32 op there;
+  grouped Convs the float32 Conv.
 * **Rounding.** ``y = clamp(rne(float32(acc)·M_c) + z_y)`` with ``M_c = float32(s_x·s_w[c]/s_y)``
   (``openrknn.quant.numerics.requant_multiplier``): one float32 multiply, round half to even
   (``QuantizeLinear`` with scale 1, or inside ``QLinearConv``).
@@ -134,8 +135,8 @@ class IntegerArithmetic:
         (``max|q_x − z_x| · Σ|q_w − z_w| + |q_b|``). Sums that could pass it are computed by
         ConvInteger / MatMulInteger (u8 × u8, one weight zero point), else with weights split as
         ``16·hi + lo``, the parts combined in int32; only a bias past it is added in int32 after
-        the float32 op. Non-grouped Convs take ConvInteger whatever the bound, where it is the faster
-        (:func:`_integer_kernel_is_faster`). Returns (tensor, broadcast shape of a per-channel
+        the float32 op. Non-grouped Convs and MatMuls take the integer kernel whatever the bound,
+        where it is the faster (:func:`_integer_kernel_is_faster`). Returns (tensor, broadcast shape of a per-channel
         constant) or None when even the split could overflow."""
         x, w, y, bias = weighted_io(node)
         weight = numpy_helper.to_array(self.inits[w]).astype(np.int64)
@@ -306,11 +307,13 @@ class IntegerArithmetic:
 
 
 def _integer_kernel_is_faster(op_type: str, attrs: dict, weight: np.ndarray) -> bool:
-    """Whether onnxruntime's ConvInteger (u8 × u8, then int32 bias and a cast) beats the float32 Conv
-    on the centred integers (a DequantizeLinear, then the Conv with the bias inside): for non-grouped
-    Convs, by 10–40 % on the OCR models' 1×1 and 3×3 shapes; grouped ones are ~2.7x faster in float32.
-    Inputs with a channel count that is not a multiple of 4 stay in float32 (see
-    :meth:`IntegerArithmetic._whole_channel_blocks`)."""
+    """Whether onnxruntime's ConvInteger / MatMulInteger (u8 × u8, then int32 bias and a cast) beats
+    the float32 op on the centred integers (a DequantizeLinear, then the op with the bias): for
+    non-grouped Convs and MatMuls, by 10–40 % on the OCR models' shapes (one thread); grouped Convs
+    are ~2.7x faster in float32. Conv inputs with a channel count that is not a multiple of 4 stay
+    in float32 (see :meth:`IntegerArithmetic._whole_channel_blocks`)."""
+    if op_type == "MatMul":
+        return True
     return op_type == "Conv" and attrs.get("group", 1) == 1 and weight.shape[1] % 4 == 0
 
 
