@@ -230,6 +230,8 @@ def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
     # deep sum inside a hard-swish layer is checked where the Conv stays whole
     model = _build(tmp_path, nodes, [w, b] + consts, channels, 8, platform="rk3562" if channels * 9 > 3072 else "rk3588")
     assert "c" not in model.quant_params
+    # a non-grouped Conv inside its layer: onnxruntime's ConvInteger (u8 × u8), faster than float32 there
+    assert "ConvInteger" in {n.op_type for n in lower_quantized(model).graph.node if n.output[0].startswith("c__")}
     weight = patterns.worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
     x, xq = patterns.extreme_input(model, channels, SIZE, channels)
