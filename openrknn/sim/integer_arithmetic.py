@@ -7,7 +7,11 @@ checks it against a numpy integer reference, natively and under ``qemu-x86_64 -c
 * **Sums.** ``acc = Σ (q_x − z_x)·(q_w − z_w) + q_b`` is exact: int32 from ``QLinearConv`` /
   ``ConvInteger`` / ``MatMulInteger``, or a float32 op on the centred integers while every partial sum
   stays below 2^24 (:func:`_exact_float_pieces` checks the bound per output channel; weights split as
-  ``16·hi + lo`` when one op could pass it, the parts added in int32).
+  ``16·hi + lo`` when one op could pass it, the parts added in int32; a bias that alone passes it —
+  int32-saturated biases reach 2^30 — is added in int32 after the float32 op). Non-grouped Convs
+  and MatMuls whose output stays inside their layer use ``ConvInteger`` / ``MatMulInteger``
+  (u8 × u8) plus the int32 bias: exact whatever the sums, and faster than the float32 op there;
+  grouped Convs the float32 Conv.
 * **Rounding.** ``y = clamp(rne(float32(acc)·M_c) + z_y)`` with ``M_c = float32(s_x·s_w[c]/s_y)``
   (``openrknn.quant.numerics.requant_multiplier``): one float32 multiply, round half to even
   (``QuantizeLinear`` with scale 1, or inside ``QLinearConv``).
@@ -130,8 +134,10 @@ class IntegerArithmetic:
         summation order and on any CPU. The bound is checked per output channel
         (``max|q_x − z_x| · Σ|q_w − z_w| + |q_b|``). Sums that could pass it are computed by
         ConvInteger / MatMulInteger (u8 × u8, one weight zero point), else with weights split as
-        ``16·hi + lo``, the parts combined in int32. Returns (tensor, broadcast shape of a
-        per-channel constant) or None when even the split could overflow."""
+        ``16·hi + lo``, the parts combined in int32; only a bias past it is added in int32 after
+        the float32 op. Non-grouped Convs and MatMuls take the integer kernel whatever the bound,
+        where it is the faster (:func:`_integer_kernel_is_faster`). Returns (tensor, broadcast shape of a per-channel
+        constant) or None when even the split could overflow."""
         x, w, y, bias = weighted_io(node)
         weight = numpy_helper.to_array(self.inits[w]).astype(np.int64)
         op_type, attrs = node.op_type, {a.name: helper.get_attribute_value(a) for a in node.attribute}
@@ -149,10 +155,17 @@ class IntegerArithmetic:
         spatial = (1,) * (weight.ndim - 2) if op_type != "MatMul" else ()
         pieces = _exact_float_pieces(centred, x_reach, reduce_axes, np.abs(q_bias) if bias else None)
         zero_points = np.unique(self.params[w].zero_point)
-        if (pieces is None or len(pieces) > 1) and op_type in ("Conv", "MatMul") and zero_points.size == 1:
-            # sums too large for one exact float32 op: the integer kernel (u8 × u8, exact), int32 out
-            acc = self._integer_accumulator(node, op_type, attrs, weight, int(zero_points[0]), y)
-            return self._int32_sum_as_float(acc, bias, q_bias, spatial, y), spatial
+        integer_kernel = op_type in ("Conv", "MatMul") and zero_points.size == 1
+        too_large = pieces is None or len(pieces) > 1
+        if integer_kernel and _integer_kernel_is_faster(op_type, attrs, weight):
+            return self._integer_sum(node, op_type, attrs, weight, int(zero_points[0]), bias, q_bias, spatial, y), spatial
+        if bias and too_large and len(_exact_float_pieces(centred, x_reach, reduce_axes) or ()) == 1:
+            # only the bias is too large for float32 (a saturated int32 bias, ~2^30): the sums in one
+            # exact float32 op, the bias added in int32 — the integer kernel's result (grouped Convs:
+            # onnxruntime's ConvInteger is ~2.7x slower than a float32 Conv there)
+            return self._float_sum_int32_bias(node, op_type, attrs, centred, bias, q_bias, spatial, y), spatial
+        if integer_kernel and too_large:   # sums too large for one exact float32 op
+            return self._integer_sum(node, op_type, attrs, weight, int(zero_points[0]), bias, q_bias, spatial, y), spatial
         if pieces is None:
             log.debug(f"{node.name or y}: integer sums could pass 2^24 even with split weights; "
                       f"the layer runs on dequantized values")
@@ -186,6 +199,23 @@ class IntegerArithmetic:
             self.nodes.append(helper.make_node("Add", [acc, part], [f"{y}__acc_sum{k}"], name=f"{y}__acc_sum{k}"))
             acc = f"{y}__acc_sum{k}"
         return self._int32_sum_as_float(acc, bias, q_bias, spatial, y), spatial
+
+    def _integer_sum(self, node: onnx.NodeProto, op_type: str, attrs: dict, weight: np.ndarray, zero_point: int,
+                     bias: str | None, q_bias: np.ndarray | None, spatial: tuple[int, ...], y: str) -> str:
+        """The integer kernel's sum (u8 × u8, exact whatever its size) plus the int32 bias, as float32."""
+        acc = self._integer_accumulator(node, op_type, attrs, weight, zero_point, y)
+        return self._int32_sum_as_float(acc, bias, q_bias, spatial, y)
+
+    def _float_sum_int32_bias(self, node: onnx.NodeProto, op_type: str, attrs: dict, centred_w: np.ndarray,
+                              bias: str, q_bias: np.ndarray, spatial: tuple[int, ...], y: str) -> str:
+        """``Σ (q_x − z_x)·(q_w − z_w)`` by one float32 op (every partial sum below 2^24, so exact),
+        as int32, plus the int32 bias, then ``float32(acc)``."""
+        raw, ints = f"{y}__sum_exact", f"{y}__acc_int"
+        weight = self.const(f"{node.input[1]}__exact_f", centred_w.astype(np.float32))
+        self.nodes += [helper.make_node(op_type, [self._centred(node.input[0]), weight], [raw],
+                                        name=f"{raw}_{op_type.lower()}", **attrs),
+                       helper.make_node("Cast", [raw], [ints], to=onnx.TensorProto.INT32, name=f"{ints}_to_int32")]
+        return self._int32_sum_as_float(ints, bias, q_bias, spatial, y)
 
     def _int32_sum_as_float(self, acc: str, bias: str | None, q_bias: np.ndarray | None, spatial: tuple[int, ...],
                             y: str) -> str:
@@ -274,6 +304,17 @@ class IntegerArithmetic:
                        helper.make_node("QuantizeLinear", [f"{acc}_m", one, yz], [self.set_int(y)],
                                         name=f"{y}__requantize", domain=self._qdq_domain(self.params[y].dtype))]
 
+
+
+def _integer_kernel_is_faster(op_type: str, attrs: dict, weight: np.ndarray) -> bool:
+    """Whether onnxruntime's ConvInteger / MatMulInteger (u8 × u8, then int32 bias and a cast) beats
+    the float32 op on the centred integers (a DequantizeLinear, then the op with the bias): for
+    non-grouped Convs and MatMuls, by 10–40 % on the OCR models' shapes (one thread); grouped Convs
+    are ~2.7x faster in float32. Conv inputs with a channel count that is not a multiple of 4 stay
+    in float32 (see :meth:`IntegerArithmetic._whole_channel_blocks`)."""
+    if op_type == "MatMul":
+        return True
+    return op_type == "Conv" and attrs.get("group", 1) == 1 and weight.shape[1] % 4 == 0
 
 
 def _seven_bit_halves(weight: np.ndarray) -> np.ndarray:

@@ -230,6 +230,8 @@ def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
     # deep sum inside a hard-swish layer is checked where the Conv stays whole
     model = _build(tmp_path, nodes, [w, b] + consts, channels, 8, platform="rk3562" if channels * 9 > 3072 else "rk3588")
     assert "c" not in model.quant_params
+    # a non-grouped Conv inside its layer: onnxruntime's ConvInteger (u8 × u8), faster than float32 there
+    assert "ConvInteger" in {n.op_type for n in lower_quantized(model).graph.node if n.output[0].startswith("c__")}
     weight = patterns.worst_case_weight(model, "w", channels)
     bias = numpy_helper.to_array(next(i for i in model.graph.graph.initializer if i.name == "b")).astype(np.int64)
     x, xq = patterns.extreme_input(model, channels, SIZE, channels)
@@ -239,6 +241,40 @@ def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
     hard_swish = real * np.clip(real + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)
     record = model.quant_params["t"]   # spread the output over the integer range
     record["scale"], record["zero_point"] = [float(np.abs(hard_swish).max() / 100)], [0]
+    expected = np.clip(np.rint(hard_swish / np.float32(record["scale"][0])), -128, 127).astype(np.int64)
+    assert len(np.unique(expected)) > 20
+    np.testing.assert_array_equal(patterns.run_integers(model, x, ["t"])["t"], expected)
+
+
+def test_depthwise_conv_with_a_bias_beyond_float32_runs_as_float_sums_plus_an_int32_bias(tmp_path):
+    """The sums fit below 2^24 but sums + bias do not (a saturated int32 bias, as PP-OCRv4 rec's
+    depthwise 5×5 Convs get): one float32 Conv for the sums, the bias added in int32 — the integer
+    kernel's result, without onnxruntime's ConvInteger (~2.7x slower on grouped Convs)."""
+    channels = 16
+    rng = np.random.default_rng(7)
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (channels, 1, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.normal(0, 0.1, channels).astype(np.float32), "b")
+    consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("three", 3), ("zero", 0), ("six", 6))]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="layer", pads=[1, 1, 1, 1], group=channels),
+             helper.make_node("Add", ["c", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["k"]),
+             helper.make_node("Mul", ["c", "k"], ["m"]), helper.make_node("Div", ["m", "six"], ["t"])]
+    model = _build(tmp_path, nodes, [w, b] + consts, channels, channels)
+    assert "c" not in model.quant_params
+    weight = patterns.worst_case_weight(model, "w", channels)
+    x, xq = patterns.extreme_input(model, channels, SIZE, channels)
+    px, pw = patterns.params(model, "x"), patterns.params(model, "w")
+    bias_init = next(i for i in model.graph.graph.initializer if i.name == "b")
+    bias = numpy_helper.to_array(bias_init).astype(np.int64)
+    bias[0] = 2 ** 24   # one channel's bias past 2^24: float32(acc) rounds there, as the reference does
+    bias_init.CopyFrom(numpy_helper.from_array(bias.astype(np.int32), "b"))
+    layer_ops = {n.op_type for n in lower_quantized(model).graph.node if n.output[0].startswith("c__")}
+    assert "Conv" in layer_ops and "ConvInteger" not in layer_ops
+    acc = ref.conv_acc(xq, weight, pads=[1, 1, 1, 1], group=channels) + bias.reshape(1, -1, 1, 1)
+    assert np.abs(acc[:, 0]).max() > 2 ** 24
+    real = acc.astype(np.float32) * (np.float32(px.scale[0]) * pw.scale.astype(np.float32)).reshape(1, -1, 1, 1)
+    hard_swish = real * np.clip(real + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)
+    record = model.quant_params["t"]   # spread the other channels over the range (channel 0 saturates)
+    record["scale"], record["zero_point"] = [float(np.abs(hard_swish[:, 1:]).max() / 100)], [0]
     expected = np.clip(np.rint(hard_swish / np.float32(record["scale"][0])), -128, 127).astype(np.int64)
     assert len(np.unique(expected)) > 20
     np.testing.assert_array_equal(patterns.run_integers(model, x, ["t"])["t"], expected)
