@@ -42,12 +42,14 @@ from openrknn.quant.hybrid import config_layers, float_record
 from openrknn.quant.calibrate import CalibrationCache
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.sensitivity import context_gains, output_sensitivity
-from openrknn.analysis.precision_cost import INT16_RESIDUAL, chip_precisions, fps, layer_times, total_time_us
+from openrknn.analysis.precision_cost import INT16_RESIDUAL, MoveCosts, chip_precisions, fps, total_time_us
 from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_MAX_PRUNE = 12        # chosen moves the pruning pass re-checks one by one (the most expensive)
+_MAX_PRUNE = 40        # trials of the pruning pass at most (groups of chosen moves, those saving the most first)
+_MAX_PRUNE_GROUP = 8   # moves the pruning pass removes together at most
+_MIN_SAVING_US = 1.0   # a chosen move saving less than this is kept without a trial (free, and it helps)
 _SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
 _MIN_COST_US = 0.5     # a move estimated free still costs a launch: no division by zero
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
@@ -153,10 +155,18 @@ class SearchPlan:
     plain_passes: bool = False
     plain_cosine: float = 0.0    # the plain model's worst output cosine on the evaluation samples
     held_back: "_HeldBack | None" = None   # calibration samples the search does not judge on
+    costs: MoveCosts | None = None   # the set cost model on the target (None: no chip)
 
     def time_us(self, count: int) -> float:
-        """Estimated time with the first ``count`` choices applied (costs added)."""
-        return self.base_time_us + sum(c.cost_us for c in self.choices[:count])
+        """Estimated time with the first ``count`` choices applied."""
+        return self.set_time_us(self.choices[:count])
+
+    def set_time_us(self, moves: Sequence[Choice]) -> float:
+        """Estimated time with ``moves`` applied: the set cost model (a reader of a raised layer
+        pays too), else the moves' costs added."""
+        if self.costs is not None:
+            return self.costs.time_us([(c.layer, c.precision) for c in moves])
+        return self.base_time_us + sum(c.cost_us for c in moves)
 
 
 def overrides_of(choices: Sequence[Choice]) -> QuantOverrides:
@@ -192,15 +202,15 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                                                  if t in producers]))
     log.info(f"auto_hybrid: {len(layers)} layers ranked by output sensitivity in {time.perf_counter() - started:.1f} s")
     options: dict[str, list[Choice]] = {layer: [] for layer in layers}
+    move_costs = None
+    if chip is not None:
+        move_costs = MoveCosts.measure(quantized, {precision: quantize_model(float_model, samples, settings, overrides_of(
+            [Choice(layer, precision, 0.0, 0.0) for layer in layers]), custom_ops, cache) for precision in precisions},
+            chip)
     for precision in precisions:
-        costs: dict[str, float] = {}
-        if chip is not None:
-            raised = quantize_model(float_model, samples, settings, overrides_of(
-                [Choice(layer, precision, 0.0, 0.0) for layer in layers]), custom_ops, cache)
-            before, after = layer_times(quantized, chip, layers), layer_times(raised, chip, layers)
-            costs = {layer: after.get(layer, 0.0) - before.get(layer, 0.0) for layer in layers}
         for layer in layers:
-            options[layer].append(Choice(layer, precision, max(drops.get(layer, 0.0), 0.0), costs.get(layer, 0.0)))
+            cost = move_costs.move_cost_us(layer, precision) if move_costs is not None else 0.0
+            options[layer].append(Choice(layer, precision, max(drops.get(layer, 0.0), 0.0), cost))
     order = {layer: i for i, layer in enumerate(layers)}
     best = [max(moves, key=lambda c: (c.gain_per_us, -precisions.index(c.precision))) for moves in options.values()]
     if chip is not None:
@@ -215,7 +225,7 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                     for c in best if c not in needed]
             best = needed + sorted(rest, key=lambda c: (-c.gain_per_us, order[c.layer]))
     return SearchPlan(float_model, check, best, base_time, cache, plain_passes, min(check.last, default=1.0),
-                      held_back)
+                      held_back, move_costs)
 
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
@@ -270,14 +280,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
         return MixedPrecisionResult(model=quantized, precision="+".join(precisions), output_cosine=check.last,
                                     met=False, trials=check.trials, base_time_us=plan.base_time_us,
                                     time_us=plan.base_time_us)
-    chosen = list(choices[:count])
-    # the pruning pass re-checks the most expensive moves first: they are the ones worth saving; a
-    # move whose own drop exceeds the whole loss the threshold allows is needed, and not re-checked
-    needed = 1.0 - cos_thresh
-    candidates = [c for c in sorted(chosen, key=lambda c: -c.cost_us) if c.drop <= needed and c.cost_us > 0]
-    for move in candidates[:_MAX_PRUNE]:
-        if len(chosen) > 1 and trial([c for c in chosen if c is not move]) is not None:
-            chosen.remove(move)
+    chosen = prune(list(choices[:count]), trial, plan.set_time_us)
     model = passing.get(tuple(c.layer for c in chosen))
     if model is None:
         model = quantize_model(plan.float_model, samples, settings, overrides_of(chosen), custom_ops, plan.cache)
@@ -297,6 +300,47 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                                         time_us=plan.base_time_us)
     check.passes(model, full=True)
     return _result(model, chosen, check, plan, chip, met=True)
+
+
+def prune(chosen: list[Choice], trial, time_us, max_trials: int = _MAX_PRUNE,
+          min_saving_us: float = _MIN_SAVING_US) -> list[Choice]:
+    """The backward pruning pass: drop the chosen moves whose removal keeps the thresholds
+    (``trial(moves)`` is not None, measured with the simulator). Candidates are the moves saving
+    at least ``min_saving_us`` of estimated time (``time_us(moves)``: the set cost model, readers
+    included; cheaper moves are free and help), the one saving the most first, each tried once.
+    Most moves of a long prefix turn out unnecessary (the sensitivities misjudge the small ones),
+    so runs of them are removed together: the group doubles after a removal that keeps the
+    thresholds, and a group that breaks them is split in halves, down to single moves, which are
+    then kept. At most ``max_trials`` trials."""
+    chosen, tried = list(chosen), set()
+    size, trials, pending = 1, 0, []    # pending: halves of a group that broke the thresholds
+    while trials < max_trials:
+        if pending:
+            group = pending.pop(0)
+        else:   # savings re-estimated: a removal can make another move's readers pay
+            total = time_us(chosen)
+            savings = [(total - time_us([c for c in chosen if c is not move]), index, move)
+                       for index, move in enumerate(chosen) if id(move) not in tried]
+            ranked = [move for saving, _, move in sorted(savings, key=lambda item: (-item[0], item[1]))
+                      if saving >= min_saving_us]
+            group = ranked[:size]
+        if not group:
+            break
+        if len(group) >= len(chosen):
+            tried.update(id(g) for g in group)
+            continue
+        trials += 1
+        kept = [c for c in chosen if all(c is not g for g in group)]
+        if trial(kept) is not None:
+            chosen = kept
+            size = size if pending else min(2 * size, _MAX_PRUNE_GROUP)
+        elif len(group) > 1:
+            half = len(group) // 2
+            pending[:0] = [group[:half], group[half:]]
+            size = 1
+        else:
+            tried.add(id(group[0]))
+    return chosen
 
 
 def _held_back_prefix(choices: list[Choice], count: int, trial, passing: dict, held_back: "_HeldBack"
