@@ -542,17 +542,23 @@ class _OutputCheck:
         per_sample = not full and self.trials > 1 and all(np.asarray(g).size >= _SMALL_OUTPUT for g in self.golden[0])
         order = [self.hardest] + [i for i in range(len(self.samples)) if i != self.hardest]
         ran: dict[int, list[np.ndarray]] = {}
+        sample_cos: dict[int, list[float]] = {}   # each output's cosine on each sample, computed once
         for index in order:
             ran[index] = session.run(dict(zip(self.names, self.samples[index])))
-            if per_sample and min(worst_output_cosines([self.golden[index]], [ran[index]])) < self.cos_thresh:
+            sample_cos[index] = [float(np.nan_to_num(cosine(g, r), nan=-1.0))
+                                 for g, r in zip(self.golden[index], ran[index])]
+            if per_sample and min(sample_cos[index]) < self.cos_thresh:
                 break
-        golden, results = [self.golden[i] for i in sorted(ran)], [ran[i] for i in sorted(ran)]
-        worst_cos = np.array(worst_output_cosines(golden, results))
-        scores = [min(worst_output_cosines([g], [r])) for g, r in zip(golden, results)]
-        self.hardest = sorted(ran)[int(np.argmin(scores))]
-        distances = [[euclidean(g, o) for g, o in zip(gold, outputs)] for gold, outputs in zip(golden, results)]
+        indices = sorted(ran)
+        golden, results = [self.golden[i] for i in indices], [ran[i] for i in indices]
+        worst_cos = np.array([
+            worst_output_cosines([[g[k]] for g in golden], [[r[k]] for r in results])[0]
+            if np.asarray(first).size < _SMALL_OUTPUT else min(sample_cos[i][k] for i in indices)
+            for k, first in enumerate(golden[0])])
+        self.hardest = indices[int(np.argmin([min(sample_cos[i]) for i in indices]))]
         self.last = [round(float(c), 6) for c in worst_cos]
         ok = len(ran) == len(self.samples) and bool(np.all(worst_cos >= self.cos_thresh))
-        if self.euc_thresh is not None:
-            ok = ok and bool(np.max(distances) <= self.euc_thresh)
+        if ok and self.euc_thresh is not None:
+            distances = [[euclidean(g, o) for g, o in zip(gold, outputs)] for gold, outputs in zip(golden, results)]
+            ok = bool(np.max(distances) <= self.euc_thresh)
         return ok
