@@ -69,6 +69,8 @@ class MixedPrecisionResult:
     base_time_us: float = 0.0    # estimated time of the plain model on the target (0: no chip given)
     time_us: float = 0.0         # estimated time of the chosen build
     choices: list["Choice"] = field(default_factory=list)
+    prefix_moves: int = 0        # the shortest prefix of the search order that met the thresholds
+    pruned: list[str] = field(default_factory=list)   # its layers the pruning pass found unnecessary
 
     def hybrid_layers(self) -> dict[str, str]:
         """The chosen set as ``custom_quantize_layers`` entries (layer → dtype), float16 first."""
@@ -281,6 +283,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                                     met=False, trials=check.trials, base_time_us=plan.base_time_us,
                                     time_us=plan.base_time_us)
     chosen = prune(list(choices[:count]), trial, plan.set_time_us)
+    prefix, pruned = count, [c.layer for c in choices[:count] if all(c is not k for k in chosen)]
     model = passing.get(tuple(c.layer for c in chosen))
     if model is None:
         model = quantize_model(plan.float_model, samples, settings, overrides_of(chosen), custom_ops, plan.cache)
@@ -291,6 +294,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
         log.info(f"auto_hybrid: the choice's mean output cosine on {len(held_back.samples)} held-back calibration "
                  f"sample(s) is {held_back.last:.5f}, below plain int8's {held_back.plain:.5f}; adding moves")
         chosen, model = _held_back_prefix(choices, count, trial, passing, held_back)
+        prefix, pruned = len(chosen), []
         if model is None:
             log.warning(f"auto_hybrid: no choice meeting the threshold beats plain int8 on the held-back "
                         f"calibration samples; keeping the plain quantized model")
@@ -299,7 +303,9 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                                         met=False, trials=check.trials, base_time_us=plan.base_time_us,
                                         time_us=plan.base_time_us)
     check.passes(model, full=True)
-    return _result(model, chosen, check, plan, chip, met=True)
+    result = _result(model, chosen, check, plan, chip, met=True)
+    result.prefix_moves, result.pruned = prefix, pruned
+    return result
 
 
 def prune(chosen: list[Choice], trial, time_us, max_trials: int = _MAX_PRUNE,
@@ -380,13 +386,16 @@ def auto_hybrid_build(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
     log.info(f"auto_hybrid: {len(result.float_layers) + len(result.int16_layers)} layer(s) moved to "
              f"{' and '.join(moved)}; output cosine {result.output_cosine} (threshold {cfg.auto_hybrid_cos_thresh}"
              f"{'' if result.met else ', missed'}); estimated {fps(before):.1f} -> {fps(after):.1f} FPS on "
-             f"{chip.name} ({drop:.1f}% slower, {result.trials} trials)")
+             f"{chip.name} ({drop:.1f}% slower, {result.trials} trials"
+             + (f"; the pruning pass dropped {len(result.pruned)} of the first {result.prefix_moves} moves"
+                if result.pruned else "") + ")")
     result.model.metadata["auto_hybrid"] = {   # float_layers: every moved layer (the name predates int16 moves)
         "float_layers": result.float_layers + result.int16_layers, "float16_layers": result.float_layers,
         "int16_layers": result.int16_layers, "precision": result.precision,
         "met": result.met, "output_cosine": result.output_cosine, "platform": chip.name,
         "plain_cosine": round(plan.plain_cosine, 6), "cos_thresh": cfg.auto_hybrid_cos_thresh,
         "time_us": [round(before, 1), round(after, 1)],
+        "prefix_moves": result.prefix_moves, "pruned_layers": result.pruned,
         "custom_quantize_layers": config_layers(result.model.golden or result.model.graph, result.hybrid_layers())}
     return result, plan
 

@@ -300,3 +300,25 @@ def test_pruning_re_estimates_savings_after_a_removal():
     time_us = lambda ms: costs.time_us([(c.layer, c.precision) for c in ms])   # noqa: E731
     kept = prune(moves + [Choice("stem", "float16", 0.0, 0.0)], lambda ms: ms, time_us)
     assert [c.layer for c in kept] == ["stem"]
+
+
+def test_the_report_says_which_moves_the_pruning_pass_dropped(workdir, monkeypatch, capsys):
+    # an order that puts conv1 and conv3 before conv2 (the layer that needs raising): the shortest
+    # passing prefix is all three moves, and the pruning pass drops conv1 and conv3 again
+    from openrknn.analysis import mixed_precision
+    from openrknn.ui.hybrid import auto_hybrid_section
+    monkeypatch.setattr(mixed_precision, "output_sensitivity",
+                        lambda *args, **kwargs: [("conv1", 0.5), ("conv3", 0.5), ("conv2", 0.3)])
+    monkeypatch.setattr(mixed_precision.MoveCosts, "measure", classmethod(lambda cls, plain, raised, chip: cls(
+        1000.0, {p: {"conv1": 50.0, "conv2": 100.0, "conv3": 50.0} for p in raised}, {})))
+    rknn = _rknn(workdir, auto_hybrid_cos_thresh=0.99)
+    points = rknn.auto_hybrid_report(dataset="dataset.txt", max_points=10)
+    facts = rknn._model.metadata["auto_hybrid"]
+    assert facts["float16_layers"] == ["conv2"] and facts["prefix_moves"] == 3
+    assert sorted(facts["pruned_layers"]) == ["conv1", "conv3"]
+    chosen = [p for p in points if p["chosen"]]
+    assert chosen == [{**chosen[0], "step": "pruned", "moves": 1, "last_move": "2 of the first 3 moves pruned"}]
+    assert {p["step"] for p in points if not p["chosen"]} == {"prefix"}
+    out = capsys.readouterr().out
+    assert "the pruning pass dropped 2 of the first 3 moves" in out and "pruned  2 of the first 3" in out
+    assert "the pruning pass dropped 2 of the first 3 moves" in auto_hybrid_section(facts)
