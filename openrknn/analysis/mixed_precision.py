@@ -47,7 +47,7 @@ from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_MAX_PRUNE = 40        # trials of the pruning pass at most (groups of chosen moves, those saving the most first)
+_MAX_PRUNE = 48        # trials of the pruning pass at most (groups of chosen moves, those saving the most first)
 _MAX_PRUNE_GROUP = 8   # moves the pruning pass removes together at most
 _MIN_SAVING_US = 1.0   # a chosen move saving less than this is kept without a trial (free, and it helps)
 _SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
@@ -282,7 +282,9 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
         return MixedPrecisionResult(model=quantized, precision="+".join(precisions), output_cosine=check.last,
                                     met=False, trials=check.trials, base_time_us=plan.base_time_us,
                                     time_us=plan.base_time_us)
-    chosen = prune(list(choices[:count]), trial, plan.set_time_us)
+    # a move whose own drop exceeds the whole loss the threshold allows is needed: not re-checked
+    chosen = prune(list(choices[:count]), trial, plan.set_time_us,
+                   needed=[c for c in choices[:count] if c.drop > 1.0 - cos_thresh])
     prefix, pruned = count, [c.layer for c in choices[:count] if all(c is not k for k in chosen)]
     model = passing.get(tuple(c.layer for c in chosen))
     if model is None:
@@ -309,7 +311,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
 
 
 def prune(chosen: list[Choice], trial, time_us, max_trials: int = _MAX_PRUNE,
-          min_saving_us: float = _MIN_SAVING_US) -> list[Choice]:
+          min_saving_us: float = _MIN_SAVING_US, needed: Sequence[Choice] = ()) -> list[Choice]:
     """The backward pruning pass: drop the chosen moves whose removal keeps the thresholds
     (``trial(moves)`` is not None, measured with the simulator). Candidates are the moves saving
     at least ``min_saving_us`` of estimated time (``time_us(moves)``: the set cost model, readers
@@ -317,8 +319,8 @@ def prune(chosen: list[Choice], trial, time_us, max_trials: int = _MAX_PRUNE,
     Most moves of a long prefix turn out unnecessary (the sensitivities misjudge the small ones),
     so runs of them are removed together: the group doubles after a removal that keeps the
     thresholds, and a group that breaks them is split in halves, down to single moves, which are
-    then kept. At most ``max_trials`` trials."""
-    chosen, tried = list(chosen), set()
+    then kept. At most ``max_trials`` trials; moves in ``needed`` are kept without one."""
+    chosen, tried = list(chosen), {id(move) for move in needed}
     size, trials, pending = 1, 0, []    # pending: halves of a group that broke the thresholds
     while trials < max_trials:
         if pending:

@@ -308,7 +308,7 @@ def test_the_report_says_which_moves_the_pruning_pass_dropped(workdir, monkeypat
     from openrknn.analysis import mixed_precision
     from openrknn.ui.hybrid import auto_hybrid_section
     monkeypatch.setattr(mixed_precision, "output_sensitivity",
-                        lambda *args, **kwargs: [("conv1", 0.5), ("conv3", 0.5), ("conv2", 0.3)])
+                        lambda *args, **kwargs: [("conv1", 0.005), ("conv3", 0.005), ("conv2", 0.003)])
     monkeypatch.setattr(mixed_precision.MoveCosts, "measure", classmethod(lambda cls, plain, raised, chip: cls(
         1000.0, {p: {"conv1": 50.0, "conv2": 100.0, "conv3": 50.0} for p in raised}, {})))
     rknn = _rknn(workdir, auto_hybrid_cos_thresh=0.99)
@@ -322,3 +322,14 @@ def test_the_report_says_which_moves_the_pruning_pass_dropped(workdir, monkeypat
     out = capsys.readouterr().out
     assert "the pruning pass dropped 2 of the first 3 moves" in out and "pruned  2 of the first 3" in out
     assert "the pruning pass dropped 2 of the first 3 moves" in auto_hybrid_section(facts)
+
+
+def test_pruning_keeps_needed_moves_without_a_trial():
+    moves, tried = _moves(4), []
+
+    def trial(kept):
+        tried.append({c.layer for c in kept})
+        return kept
+
+    kept = prune(moves, trial, lambda ms: sum(c.cost_us for c in ms), needed=moves[:2])
+    assert [c.layer for c in kept] == ["m0", "m1"] and all({"m0", "m1"} <= t for t in tried)
