@@ -49,6 +49,7 @@ from openrknn.sim.session import GraphRunner, lower
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
 _MAX_PRUNE = 48        # trials of the pruning pass at most (groups of chosen moves, those saving the most first)
 _MAX_PRUNE_GROUP = 8   # moves the pruning pass removes together at most
+_MIN_DROP = 1e-4       # the pruning order divides by a move's drop: a drop measured as 0 counts as this
 _MIN_SAVING_US = 1.0   # a chosen move saving less than this is kept without a trial (free, and it helps)
 _SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
 _MIN_COST_US = 0.5     # a move estimated free still costs a launch: no division by zero
@@ -315,7 +316,9 @@ def prune(chosen: list[Choice], trial, time_us, max_trials: int = _MAX_PRUNE,
     """The backward pruning pass: drop the chosen moves whose removal keeps the thresholds
     (``trial(moves)`` is not None, measured with the simulator). Candidates are the moves saving
     at least ``min_saving_us`` of estimated time (``time_us(moves)``: the set cost model, readers
-    included; cheaper moves are free and help), the one saving the most first, each tried once.
+    included; cheaper moves are free and help), the one saving the most per unit of its measured
+    drop first (the search order read backwards: expensive moves that regain little are the
+    likeliest to go), each tried once.
     Most moves of a long prefix turn out unnecessary (the sensitivities misjudge the small ones),
     so runs of them are removed together: the group doubles after a removal that keeps the
     thresholds, and a group that breaks them is split in halves, down to single moves, which are
@@ -329,8 +332,8 @@ def prune(chosen: list[Choice], trial, time_us, max_trials: int = _MAX_PRUNE,
             total = time_us(chosen)
             savings = [(total - time_us([c for c in chosen if c is not move]), index, move)
                        for index, move in enumerate(chosen) if id(move) not in tried]
-            ranked = [move for saving, _, move in sorted(savings, key=lambda item: (-item[0], item[1]))
-                      if saving >= min_saving_us]
+            ranked = [move for saving, _, move in sorted(
+                savings, key=lambda item: (-item[0] / max(item[2].drop, _MIN_DROP), item[1])) if saving >= min_saving_us]
             group = ranked[:size]
         if not group:
             break
