@@ -7,7 +7,7 @@ Automatic mixed precision ranks possible MOVES (a layer raised to float16 or int
 buy per unit of speed: each layer's quantization is scored by what it costs at the OUTPUT
 (:func:`openrknn.quant.sensitivity.output_sensitivity`: its quantization points switched on alone
 in one gated float session), each precision by the time the target chip's cost model adds
-(:mod:`openrknn.analysis.precision_cost`), and a layer's move is its precision with the best
+(:mod:`openrknn.analysis.precision_cost`: the layer's own and that of the layers reading it), and a layer's move is its precision with the best
 cosine regained per estimated µs (int16 keeps ``INT16_RESIDUAL`` of the int8 error). Moves whose
 drop alone exceeds the allowed loss come first; the others are re-scored by the cosine they regain
 with every other layer quantized (``context_gains``) and follow by that per µs, then every other layer that stores a quantized tensor in graph order — so raising
@@ -17,8 +17,8 @@ shortest prefix which makes every model output meet the thresholds on the calibr
 values of all samples stacked, since the cosine of a single score is always ±1 — and, when given,
 euclidean distance ≤ ``auto_hybrid_euc_thresh``), within the speed floor ``auto_hybrid_min_fps``
 when set: a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n
-layers), then a pruning pass that drops the most expensive chosen moves the thresholds do not
-need; the choice must also reach plain int8's mean output cosine on calibration samples the search
+layers), then a pruning pass (:func:`prune`) that re-checks the chosen moves with the simulator
+and drops those the thresholds do not need; the choice must also reach plain int8's mean output cosine on calibration samples the search
 did not judge on (held back), else longer prefixes are tried. Each trial re-quantizes with the
 same samples (deterministic result) and shares one calibration cache: the prepared graph and the
 statistics of tensors already seen are not recomputed; the sensitivities and costs are measured once.
@@ -47,7 +47,7 @@ from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_MAX_PRUNE = 48        # trials of the pruning pass at most (groups of chosen moves, those saving the most first)
+_MAX_PRUNE = 48        # trials of the pruning pass at most (groups of chosen moves, most time saved per drop first)
 _MAX_PRUNE_GROUP = 8   # moves the pruning pass removes together at most
 _MIN_DROP = 1e-4       # the pruning order divides by a move's drop: a drop measured as 0 counts as this
 _MIN_SAVING_US = 1.0   # a chosen move saving less than this is kept without a trial (free, and it helps)
