@@ -104,20 +104,23 @@ class AnalysisResult:
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    # elementwise sums, not BLAS dot/norm: on a loaded machine the BLAS threads of a 100k-value dot
+    # cost as much as the network run they score (auto_hybrid compares 230k-value maps per trial)
     a = np.asarray(a, np.float64).ravel()
     b = np.asarray(b, np.float64).ravel()
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    na, nb = np.sqrt(np.sum(a * a)), np.sqrt(np.sum(b * b))
     if na == 0 and nb == 0:
         return 1.0
     if not np.isfinite(na) or not np.isfinite(nb):
         return float("nan")
     if na == 0 or nb == 0:
         return 0.0
-    return float(np.clip(a @ b / (na * nb), -1.0, 1.0))
+    return float(np.clip(np.sum(a * b) / (na * nb), -1.0, 1.0))
 
 
 def euclidean(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.linalg.norm(np.asarray(a, np.float64).ravel() - np.asarray(b, np.float64).ravel()))
+    difference = np.asarray(a, np.float64).ravel() - np.asarray(b, np.float64).ravel()
+    return float(np.sqrt(np.sum(difference * difference)))
 
 
 def analyse(model: RKNNModel, feeds: dict[str, np.ndarray],

@@ -7,7 +7,7 @@ Automatic mixed precision ranks possible MOVES (a layer raised to float16 or int
 buy per unit of speed: each layer's quantization is scored by what it costs at the OUTPUT
 (:func:`openrknn.quant.sensitivity.output_sensitivity`: its quantization points switched on alone
 in one gated float session), each precision by the time the target chip's cost model adds
-(:mod:`openrknn.analysis.precision_cost`), and a layer's move is its precision with the best
+(:mod:`openrknn.analysis.precision_cost`: the layer's own and that of the layers reading it), and a layer's move is its precision with the best
 cosine regained per estimated µs (int16 keeps ``INT16_RESIDUAL`` of the int8 error). Moves whose
 drop alone exceeds the allowed loss come first; the others are re-scored by the cosine they regain
 with every other layer quantized (``context_gains``) and follow by that per µs, then every other layer that stores a quantized tensor in graph order — so raising
@@ -17,8 +17,8 @@ shortest prefix which makes every model output meet the thresholds on the calibr
 values of all samples stacked, since the cosine of a single score is always ±1 — and, when given,
 euclidean distance ≤ ``auto_hybrid_euc_thresh``), within the speed floor ``auto_hybrid_min_fps``
 when set: a doubling search then a bisection (about 2·log2(n) quantize-and-run trials for n
-layers), then a pruning pass that drops the most expensive chosen moves the thresholds do not
-need; the choice must also reach plain int8's mean output cosine on calibration samples the search
+layers), then a pruning pass (:func:`prune`) that re-checks the chosen moves with the simulator
+and drops those the thresholds do not need; the choice must also reach plain int8's mean output cosine on calibration samples the search
 did not judge on (held back), else longer prefixes are tried. Each trial re-quantizes with the
 same samples (deterministic result) and shares one calibration cache: the prepared graph and the
 statistics of tensors already seen are not recomputed; the sensitivities and costs are measured once.
@@ -42,12 +42,15 @@ from openrknn.quant.hybrid import config_layers, float_record
 from openrknn.quant.calibrate import CalibrationCache
 from openrknn.quant.overrides import QuantOverrides
 from openrknn.quant.sensitivity import context_gains, output_sensitivity
-from openrknn.analysis.precision_cost import INT16_RESIDUAL, chip_precisions, fps, layer_times, total_time_us
+from openrknn.analysis.precision_cost import INT16_RESIDUAL, MoveCosts, chip_precisions, fps, total_time_us
 from openrknn.chips import Chip
 from openrknn.sim.session import GraphRunner, lower
 
 _EVAL_SAMPLES = 4      # calibration samples the output check runs on
-_MAX_PRUNE = 12        # chosen moves the pruning pass re-checks one by one (the most expensive)
+_MAX_PRUNE = 48        # trials of the pruning pass at most (groups of chosen moves, most time saved per drop first)
+_MAX_PRUNE_GROUP = 8   # moves the pruning pass removes together at most
+_MIN_DROP = 1e-4       # the pruning order divides by a move's drop: a drop measured as 0 counts as this
+_MIN_SAVING_US = 1.0   # a chosen move saving less than this is kept without a trial (free, and it helps)
 _SENSITIVITY_SIDE = 256   # image inputs are scored on a crop this wide (quant.sensitivity: a quarter of 480²)
 _MIN_COST_US = 0.5     # a move estimated free still costs a launch: no division by zero
 _SMALL_OUTPUT = 16     # outputs with fewer values are compared stacked over the samples (a score, a flag)
@@ -67,6 +70,8 @@ class MixedPrecisionResult:
     base_time_us: float = 0.0    # estimated time of the plain model on the target (0: no chip given)
     time_us: float = 0.0         # estimated time of the chosen build
     choices: list["Choice"] = field(default_factory=list)
+    prefix_moves: int = 0        # the shortest prefix of the search order that met the thresholds
+    pruned: list[str] = field(default_factory=list)   # its layers the pruning pass found unnecessary
 
     def hybrid_layers(self) -> dict[str, str]:
         """The chosen set as ``custom_quantize_layers`` entries (layer → dtype), float16 first."""
@@ -153,10 +158,18 @@ class SearchPlan:
     plain_passes: bool = False
     plain_cosine: float = 0.0    # the plain model's worst output cosine on the evaluation samples
     held_back: "_HeldBack | None" = None   # calibration samples the search does not judge on
+    costs: MoveCosts | None = None   # the set cost model on the target (None: no chip)
 
     def time_us(self, count: int) -> float:
-        """Estimated time with the first ``count`` choices applied (costs added)."""
-        return self.base_time_us + sum(c.cost_us for c in self.choices[:count])
+        """Estimated time with the first ``count`` choices applied."""
+        return self.set_time_us(self.choices[:count])
+
+    def set_time_us(self, moves: Sequence[Choice]) -> float:
+        """Estimated time with ``moves`` applied: the set cost model (a reader of a raised layer
+        pays too), else the moves' costs added."""
+        if self.costs is not None:
+            return self.costs.time_us([(c.layer, c.precision) for c in moves])
+        return self.base_time_us + sum(c.cost_us for c in moves)
 
 
 def overrides_of(choices: Sequence[Choice]) -> QuantOverrides:
@@ -192,15 +205,15 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                                                  if t in producers]))
     log.info(f"auto_hybrid: {len(layers)} layers ranked by output sensitivity in {time.perf_counter() - started:.1f} s")
     options: dict[str, list[Choice]] = {layer: [] for layer in layers}
+    move_costs = None
+    if chip is not None:
+        move_costs = MoveCosts.measure(quantized, {precision: quantize_model(float_model, samples, settings, overrides_of(
+            [Choice(layer, precision, 0.0, 0.0) for layer in layers]), custom_ops, cache) for precision in precisions},
+            chip)
     for precision in precisions:
-        costs: dict[str, float] = {}
-        if chip is not None:
-            raised = quantize_model(float_model, samples, settings, overrides_of(
-                [Choice(layer, precision, 0.0, 0.0) for layer in layers]), custom_ops, cache)
-            before, after = layer_times(quantized, chip, layers), layer_times(raised, chip, layers)
-            costs = {layer: after.get(layer, 0.0) - before.get(layer, 0.0) for layer in layers}
         for layer in layers:
-            options[layer].append(Choice(layer, precision, max(drops.get(layer, 0.0), 0.0), costs.get(layer, 0.0)))
+            cost = move_costs.move_cost_us(layer, precision) if move_costs is not None else 0.0
+            options[layer].append(Choice(layer, precision, max(drops.get(layer, 0.0), 0.0), cost))
     order = {layer: i for i, layer in enumerate(layers)}
     best = [max(moves, key=lambda c: (c.gain_per_us, -precisions.index(c.precision))) for moves in options.values()]
     if chip is not None:
@@ -215,7 +228,7 @@ def plan_search(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                     for c in best if c not in needed]
             best = needed + sorted(rest, key=lambda c: (-c.gain_per_us, order[c.layer]))
     return SearchPlan(float_model, check, best, base_time, cache, plain_passes, min(check.last, default=1.0),
-                      held_back)
+                      held_back, move_costs)
 
 
 def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], settings: QuantSettings,
@@ -270,14 +283,10 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
         return MixedPrecisionResult(model=quantized, precision="+".join(precisions), output_cosine=check.last,
                                     met=False, trials=check.trials, base_time_us=plan.base_time_us,
                                     time_us=plan.base_time_us)
-    chosen = list(choices[:count])
-    # the pruning pass re-checks the most expensive moves first: they are the ones worth saving; a
-    # move whose own drop exceeds the whole loss the threshold allows is needed, and not re-checked
-    needed = 1.0 - cos_thresh
-    candidates = [c for c in sorted(chosen, key=lambda c: -c.cost_us) if c.drop <= needed and c.cost_us > 0]
-    for move in candidates[:_MAX_PRUNE]:
-        if len(chosen) > 1 and trial([c for c in chosen if c is not move]) is not None:
-            chosen.remove(move)
+    # a move whose own drop exceeds the whole loss the threshold allows is needed: not re-checked
+    chosen = prune(list(choices[:count]), trial, plan.set_time_us,
+                   needed=[c for c in choices[:count] if c.drop > 1.0 - cos_thresh])
+    prefix, pruned = count, [c.layer for c in choices[:count] if all(c is not k for k in chosen)]
     model = passing.get(tuple(c.layer for c in chosen))
     if model is None:
         model = quantize_model(plan.float_model, samples, settings, overrides_of(chosen), custom_ops, plan.cache)
@@ -288,6 +297,7 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
         log.info(f"auto_hybrid: the choice's mean output cosine on {len(held_back.samples)} held-back calibration "
                  f"sample(s) is {held_back.last:.5f}, below plain int8's {held_back.plain:.5f}; adding moves")
         chosen, model = _held_back_prefix(choices, count, trial, passing, held_back)
+        prefix, pruned = len(chosen), []
         if model is None:
             log.warning(f"auto_hybrid: no choice meeting the threshold beats plain int8 on the held-back "
                         f"calibration samples; keeping the plain quantized model")
@@ -296,7 +306,52 @@ def auto_hybrid(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarray]], s
                                         met=False, trials=check.trials, base_time_us=plan.base_time_us,
                                         time_us=plan.base_time_us)
     check.passes(model, full=True)
-    return _result(model, chosen, check, plan, chip, met=True)
+    result = _result(model, chosen, check, plan, chip, met=True)
+    result.prefix_moves, result.pruned = prefix, pruned
+    return result
+
+
+def prune(chosen: list[Choice], trial, time_us, max_trials: int = _MAX_PRUNE,
+          min_saving_us: float = _MIN_SAVING_US, needed: Sequence[Choice] = ()) -> list[Choice]:
+    """The backward pruning pass: drop the chosen moves whose removal keeps the thresholds
+    (``trial(moves)`` is not None, measured with the simulator). Candidates are the moves saving
+    at least ``min_saving_us`` of estimated time (``time_us(moves)``: the set cost model, readers
+    included; cheaper moves are free and help), the one saving the most per unit of its measured
+    drop first (the search order read backwards: expensive moves that regain little are the
+    likeliest to go), each tried once.
+    Most moves of a long prefix turn out unnecessary (the sensitivities misjudge the small ones),
+    so runs of them are removed together: the group doubles after a removal that keeps the
+    thresholds, and a group that breaks them is split in halves, down to single moves, which are
+    then kept. At most ``max_trials`` trials; moves in ``needed`` are kept without one."""
+    chosen, tried = list(chosen), {id(move) for move in needed}
+    size, trials, pending = 1, 0, []    # pending: halves of a group that broke the thresholds
+    while trials < max_trials:
+        if pending:
+            group = pending.pop(0)
+        else:   # savings re-estimated: a removal can make another move's readers pay
+            total = time_us(chosen)
+            savings = [(total - time_us([c for c in chosen if c is not move]), index, move)
+                       for index, move in enumerate(chosen) if id(move) not in tried]
+            ranked = [move for saving, _, move in sorted(
+                savings, key=lambda item: (-item[0] / max(item[2].drop, _MIN_DROP), item[1])) if saving >= min_saving_us]
+            group = ranked[:size]
+        if not group:
+            break
+        if len(group) >= len(chosen):
+            tried.update(id(g) for g in group)
+            continue
+        trials += 1
+        kept = [c for c in chosen if all(c is not g for g in group)]
+        if trial(kept) is not None:
+            chosen = kept
+            size = size if pending else min(2 * size, _MAX_PRUNE_GROUP)
+        elif len(group) > 1:
+            half = len(group) // 2
+            pending[:0] = [group[:half], group[half:]]
+            size = 1
+        else:
+            tried.add(id(group[0]))
+    return chosen
 
 
 def _held_back_prefix(choices: list[Choice], count: int, trial, passing: dict, held_back: "_HeldBack"
@@ -336,13 +391,16 @@ def auto_hybrid_build(quantized: RKNNModel, samples: Sequence[Sequence[np.ndarra
     log.info(f"auto_hybrid: {len(result.float_layers) + len(result.int16_layers)} layer(s) moved to "
              f"{' and '.join(moved)}; output cosine {result.output_cosine} (threshold {cfg.auto_hybrid_cos_thresh}"
              f"{'' if result.met else ', missed'}); estimated {fps(before):.1f} -> {fps(after):.1f} FPS on "
-             f"{chip.name} ({drop:.1f}% slower, {result.trials} trials)")
+             f"{chip.name} ({drop:.1f}% slower, {result.trials} trials"
+             + (f"; the pruning pass dropped {len(result.pruned)} of the first {result.prefix_moves} moves"
+                if result.pruned else "") + ")")
     result.model.metadata["auto_hybrid"] = {   # float_layers: every moved layer (the name predates int16 moves)
         "float_layers": result.float_layers + result.int16_layers, "float16_layers": result.float_layers,
         "int16_layers": result.int16_layers, "precision": result.precision,
         "met": result.met, "output_cosine": result.output_cosine, "platform": chip.name,
         "plain_cosine": round(plan.plain_cosine, 6), "cos_thresh": cfg.auto_hybrid_cos_thresh,
         "time_us": [round(before, 1), round(after, 1)],
+        "prefix_moves": result.prefix_moves, "pruned_layers": result.pruned,
         "custom_quantize_layers": config_layers(result.model.golden or result.model.graph, result.hybrid_layers())}
     return result, plan
 
@@ -498,17 +556,23 @@ class _OutputCheck:
         per_sample = not full and self.trials > 1 and all(np.asarray(g).size >= _SMALL_OUTPUT for g in self.golden[0])
         order = [self.hardest] + [i for i in range(len(self.samples)) if i != self.hardest]
         ran: dict[int, list[np.ndarray]] = {}
+        sample_cos: dict[int, list[float]] = {}   # each output's cosine on each sample, computed once
         for index in order:
             ran[index] = session.run(dict(zip(self.names, self.samples[index])))
-            if per_sample and min(worst_output_cosines([self.golden[index]], [ran[index]])) < self.cos_thresh:
+            sample_cos[index] = [float(np.nan_to_num(cosine(g, r), nan=-1.0))
+                                 for g, r in zip(self.golden[index], ran[index])]
+            if per_sample and min(sample_cos[index]) < self.cos_thresh:
                 break
-        golden, results = [self.golden[i] for i in sorted(ran)], [ran[i] for i in sorted(ran)]
-        worst_cos = np.array(worst_output_cosines(golden, results))
-        scores = [min(worst_output_cosines([g], [r])) for g, r in zip(golden, results)]
-        self.hardest = sorted(ran)[int(np.argmin(scores))]
-        distances = [[euclidean(g, o) for g, o in zip(gold, outputs)] for gold, outputs in zip(golden, results)]
+        indices = sorted(ran)
+        golden, results = [self.golden[i] for i in indices], [ran[i] for i in indices]
+        worst_cos = np.array([
+            worst_output_cosines([[g[k]] for g in golden], [[r[k]] for r in results])[0]
+            if np.asarray(first).size < _SMALL_OUTPUT else min(sample_cos[i][k] for i in indices)
+            for k, first in enumerate(golden[0])])
+        self.hardest = indices[int(np.argmin([min(sample_cos[i]) for i in indices]))]
         self.last = [round(float(c), 6) for c in worst_cos]
         ok = len(ran) == len(self.samples) and bool(np.all(worst_cos >= self.cos_thresh))
-        if self.euc_thresh is not None:
-            ok = ok and bool(np.max(distances) <= self.euc_thresh)
+        if ok and self.euc_thresh is not None:
+            distances = [[euclidean(g, o) for g, o in zip(gold, outputs)] for gold, outputs in zip(golden, results)]
+            ok = bool(np.max(distances) <= self.euc_thresh)
         return ok

@@ -64,9 +64,11 @@ def tradeoff_body(points: Sequence[Any], cos_thresh: float) -> str:
     """The plot and the table of points."""
     chips = list(points[0].fps) if points else []
     rows = [(("* " if p.chosen else "") + str(p.moves), p.float16, p.int16, f"{p.cosine:.5f}",
-             "yes" if p.meets else "no", *[p.fps[c] for c in chips], p.last_move) for p in points]
+             "yes" if p.meets else "no", *[p.fps[c] for c in chips], getattr(p, "step", "prefix"), p.last_move)
+            for p in points]
     return tradeoff_svg(points, cos_thresh) + table(
-        ["moves", "float16", "int16", "cosine", "meets", *[f"{c} FPS" for c in chips], "last move"], rows, "tradeoff")
+        ["moves", "float16", "int16", "cosine", "meets", *[f"{c} FPS" for c in chips], "step", "last move"], rows,
+        "tradeoff")
 
 
 def tradeoff_html(points: Sequence[Any], cos_thresh: float) -> str:

@@ -47,6 +47,8 @@ def auto_hybrid_section(facts: dict[str, Any] | None) -> str:
                                 min(cosines), bool(facts.get("met")), {platform: fps[1]}, chosen=True)]
     summary = (f"auto_hybrid moved {len(layers)} layer(s) ({', '.join(f'{k}: {v}' for k, v in layers.items()) or 'none'}); "
                f"output cosine {min(cosines):.5f}{'' if facts.get('met') else ' (threshold missed)'}; "
-               f"estimated {fps[0]} → {fps[1]} FPS on {platform}")
+               f"estimated {fps[0]} → {fps[1]} FPS on {platform}"
+               + (f"; the pruning pass dropped {len(facts['pruned_layers'])} of the first {facts.get('prefix_moves')} "
+                  f"moves of the search order" if facts.get("pruned_layers") else ""))
     return (f'<section id="auto-hybrid"><h2>auto_hybrid</h2><p class="hint">{esc(summary)}</p>'
             + (tradeoff_svg(points, facts.get("cos_thresh", min(cosines))) if points else "") + "</section>")

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from openrknn import chips
-from openrknn.analysis.mixed_precision import _smallest_prefix, predicted_count
-from openrknn.analysis.precision_cost import chip_precisions, layer_times
+from openrknn.analysis.mixed_precision import Choice, _smallest_prefix, predicted_count, prune
+from openrknn.analysis.precision_cost import MoveCosts, chip_precisions, layer_readers, layer_times
 from openrknn.profile.calibration import with_cost
 from rknn.api import RKNN
 from tests.helpers import three_convs
@@ -258,3 +258,78 @@ def test_mean_output_cosine_stacks_small_outputs():
     # output 0 stacked: [1,0,0,1]·[1,0,1,0] / 2 = 0.5; output 1: mean of 1 and -1 = 0
     assert mean_output_cosine(golden, results) == pytest.approx(0.0)
     assert mean_output_cosine(golden, golden) == pytest.approx(1.0)
+
+
+def test_a_move_costs_its_readers_too():
+    # the cost model prices a layer by the dtype it reads: raising 'concat' makes the head that
+    # reads it pay float16 time; raising both pays the head once
+    costs = MoveCosts(1000.0, {"float16": {"concat": 10.0, "head": 400.0, "stem": 5.0}},
+                      {"concat": {"head"}, "stem": {"concat"}})
+    assert costs.move_cost_us("concat", "float16") == 410.0
+    assert costs.set_cost_us([("concat", "float16"), ("head", "float16")]) == 410.0
+    assert costs.time_us([("stem", "float16"), ("concat", "float16")]) == 1415.0
+
+
+def test_move_costs_measured_on_a_model_follow_the_layer_graph(workdir):
+    rknn = _rknn(workdir)
+    assert rknn.build(do_quantization=True, dataset="dataset.txt") == 0
+    readers = layer_readers(rknn._model)
+    assert "conv2" in readers["conv1"] and "conv3" in readers["conv2"]
+
+
+def _moves(count: int) -> list[Choice]:
+    return [Choice(f"m{i}", "float16", 0.0, 10.0 + i) for i in range(count)]
+
+
+def test_pruning_drops_every_unneeded_move_in_few_trials():
+    needed, calls = {"m5", "m30", "m39"}, []
+
+    def trial(moves):
+        calls.append(len(moves))
+        return moves if needed <= {c.layer for c in moves} else None
+
+    kept = prune(_moves(40), trial, lambda moves: sum(c.cost_us for c in moves), max_trials=40)
+    assert {c.layer for c in kept} == needed
+    assert len(calls) < 37    # groups: fewer trials than one per removable move
+
+
+def test_pruning_re_estimates_savings_after_a_removal():
+    # 'head' saves nothing while 'concat' (its input) is raised: only after 'concat' goes is it tried
+    moves = [Choice("concat", "float16", 0.0, 0.0), Choice("head", "float16", 0.0, 0.0)]
+    costs = MoveCosts(1000.0, {"float16": {"concat": 10.0, "head": 400.0}}, {"concat": {"head"}})
+    time_us = lambda ms: costs.time_us([(c.layer, c.precision) for c in ms])   # noqa: E731
+    kept = prune(moves + [Choice("stem", "float16", 0.0, 0.0)], lambda ms: ms, time_us)
+    assert [c.layer for c in kept] == ["stem"]
+
+
+def test_the_report_says_which_moves_the_pruning_pass_dropped(workdir, monkeypatch, capsys):
+    # an order that puts conv1 and conv3 before conv2 (the layer that needs raising): the shortest
+    # passing prefix is all three moves, and the pruning pass drops conv1 and conv3 again
+    from openrknn.analysis import mixed_precision
+    from openrknn.ui.hybrid import auto_hybrid_section
+    monkeypatch.setattr(mixed_precision, "output_sensitivity",
+                        lambda *args, **kwargs: [("conv1", 0.005), ("conv3", 0.005), ("conv2", 0.003)])
+    monkeypatch.setattr(mixed_precision.MoveCosts, "measure", classmethod(lambda cls, plain, raised, chip: cls(
+        1000.0, {p: {"conv1": 50.0, "conv2": 100.0, "conv3": 50.0} for p in raised}, {})))
+    rknn = _rknn(workdir, auto_hybrid_cos_thresh=0.99)
+    points = rknn.auto_hybrid_report(dataset="dataset.txt", max_points=10)
+    facts = rknn._model.metadata["auto_hybrid"]
+    assert facts["float16_layers"] == ["conv2"] and facts["prefix_moves"] == 3
+    assert sorted(facts["pruned_layers"]) == ["conv1", "conv3"]
+    chosen = [p for p in points if p["chosen"]]
+    assert chosen == [{**chosen[0], "step": "pruned", "moves": 1, "last_move": "2 of the first 3 moves pruned"}]
+    assert {p["step"] for p in points if not p["chosen"]} == {"prefix"}
+    out = capsys.readouterr().out
+    assert "the pruning pass dropped 2 of the first 3 moves" in out and "pruned  2 of the first 3" in out
+    assert "the pruning pass dropped 2 of the first 3 moves" in auto_hybrid_section(facts)
+
+
+def test_pruning_keeps_needed_moves_without_a_trial():
+    moves, tried = _moves(4), []
+
+    def trial(kept):
+        tried.append({c.layer for c in kept})
+        return kept
+
+    kept = prune(moves, trial, lambda ms: sum(c.cost_us for c in ms), needed=moves[:2])
+    assert [c.layer for c in kept] == ["m0", "m1"] and all({"m0", "m1"} <= t for t in tried)
