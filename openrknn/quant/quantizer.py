@@ -98,7 +98,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         unstored = _float_outputs(graph, outside_fp16) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         stats = {t: st for t, st in stats.items() if t not in unstored}
         keep_range = _unclipped(graph)
-        clamped = annotate.requantized_before_activation(graph)   # a ConvHardSigmoid's int8 step: ±3
+        clamped = annotate.requantized_before_activation(graph)   # int8 steps inside ConvHardSigmoid/ConvHardSwish
         for name, st in stats.items():
             if st.seen:
                 dtype, qtype = (wide.act_dtype, wide.act_qtype) if name in sixteen else (spec.act_dtype, spec.act_qtype)
