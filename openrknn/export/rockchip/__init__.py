@@ -109,6 +109,9 @@ def tensor_ranges(model: RKNNModel) -> dict[str, dict[str, list[float]]]:
         lo, hi = qrange(params.get("dtype", "int8"), params.get("qtype", "asymmetric_quantized"))
         s, z = float(scale[0]), float(np.asarray(zero).reshape(-1)[0])
         ranges[name] = {"min": [(lo - z) * s], "max": [(hi - z) * s]}
+    for ours, theirs in npu_layers.vendor_pool_stage_names(model.graph).items():   # a pool's stored stages
+        if ours in ranges:
+            ranges[theirs] = ranges.pop(ours)
     for pre in model.preprocess:
         if pre.normalized_name in ranges:
             ranges.setdefault(pre.input_name, ranges[pre.normalized_name])
