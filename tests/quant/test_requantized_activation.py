@@ -54,3 +54,16 @@ def test_paddle_hardsigmoid_clamps_to_its_own_linear_part(tmp_path):
     params = model.quant_params.get("c0")
     assert params is not None, "Paddle's HardSigmoid (alpha 0.2) reads an int8 Conv output too"
     assert params["min"][0] >= -2.5 - 1e-6 and params["max"][0] <= 2.5 + 1e-6
+
+
+def test_vendor_gets_the_clamped_range_itself(tmp_path):
+    """rknn-toolkit2 clamps a handed range to [−3, max] again: handing the grid's end (below −3) would
+    make it derive another scale. It gets the range the parameters came from."""
+    from openrknn.export import rockchip
+    from openrknn.quant.numerics import QuantParams
+    model = quantized_build(_model(tmp_path / "m.onnx", "depthwise", "HardSwish"), _samples())._model
+    handed = rockchip.tensor_ranges(model)["c0"]
+    assert handed["min"] == [-3.0]
+    params = QuantParams.from_dict(model.quant_params["c0"])
+    vendor_scale = (handed["max"][0] - handed["min"][0]) / 255
+    assert np.isclose(vendor_scale, float(params.scale.ravel()[0]), rtol=1e-6)
