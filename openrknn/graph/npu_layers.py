@@ -757,8 +757,9 @@ def global_average_pool_stages(height: int, width: int) -> list[PoolStage]:
     equal integer for integer): each dimension shrinks per stage from ``n`` to ``ceil(n/7)`` with a
     kernel ``ceil(n/out)`` and the missing ``out·kernel − n`` positions as zero padding, the smaller
     half before; a dimension already at 1 takes kernel 1; every stage multiplies its window sum by
-    the same ``(H·W)^(−1/stages)``. The vendor names the stored stages ``GlobalAveragePool@K_2convJ``
-    (K counts the graph's GlobalAveragePool nodes, J all but the last stage, which is the output)."""
+    the same ``(H·W)^(−1/stages)``. The vendor names the stored stages ``{node}_2convJ`` (J counts all
+    but the last stage, which is the output; an unnamed node is ``GlobalAveragePool@K``, K counting
+    the graph's GlobalAveragePool nodes)."""
     if height <= GLOBAL_POOL_LIMIT and width <= GLOBAL_POOL_LIMIT:
         return []
 
@@ -816,7 +817,7 @@ def vendor_pool_stage_names(model: onnx.ModelProto) -> dict[str, str]:
     pools = [n for n in model.graph.node if n.op_type == "GlobalAveragePool" and n.domain in ("", "ai.onnx")]
     for k, node in enumerate(pools):
         for j in range(len(cascades.get(node.output[0], ("", []))[1]) - 1):
-            names[pool_stage_tensor(node.output[0], j)] = f"GlobalAveragePool@{k}_2conv{j}"
+            names[pool_stage_tensor(node.output[0], j)] = f"{node.name or f'GlobalAveragePool@{k}'}_2conv{j}"
     return names
 
 
