@@ -786,6 +786,11 @@ def pool_stage_tensor(output: str, index: int) -> str:
     return f"{output}__pool_stage{index}"
 
 
+def pool_output_of(stage_tensor: str) -> str:
+    """The pool output a :func:`pool_stage_tensor` name belongs to."""
+    return stage_tensor.rsplit("__pool_stage", 1)[0]
+
+
 def global_pool_cascades(model: onnx.ModelProto) -> dict[str, tuple[str, list[PoolStage]]]:
     """Every GlobalAveragePool run as a cascade: its output → (its input, its stages). Reads the
     input's shape from the graph's value infos (inferred when absent)."""

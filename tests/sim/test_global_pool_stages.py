@@ -65,3 +65,18 @@ def test_simulator_stores_every_stage_in_int8(tmp_path):
     # int8 weights make the Relu integers differ from the float ones by a step at most: allow one output step
     assert np.abs(got - expected).max() <= 1.01 * step
     rknn.release()
+
+
+def test_a_float16_pool_names_its_vendor_stages_float16(tmp_path):
+    """rknn-toolkit2 keeps the cascade's stages int8 unless they are listed with the pool's float16 layer."""
+    from openrknn.export import rockchip
+    from openrknn.quant import QuantSettings, quantize_model
+    from openrknn.quant.hybrid import float_record
+    from openrknn.quant.overrides import QuantOverrides
+    samples = [np.random.default_rng(i).normal(0, 1, (1, 3, 96, 4)).astype(np.float32) for i in range(4)]
+    built = quantized_build(_model(tmp_path / "m.onnx"), samples)._model
+    assert not any(name.endswith("_2conv0") for name in rockchip.float16_layer_internals(built))
+    hybrid = quantize_model(float_record(built), [[s.transpose(0, 3, 1, 2)] for s in samples], QuantSettings(),
+                            QuantOverrides(float_layers=frozenset({"gap"})))
+    assert npu_layers.pool_stage_tensor("gap", 0) not in hybrid.quant_params   # a float16 pool runs whole
+    assert {"gap_2conv0", "gap_2conv1"} <= set(rockchip.float16_layer_internals(hybrid))

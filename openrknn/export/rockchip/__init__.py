@@ -155,6 +155,10 @@ def float16_layer_internals(model: RKNNModel) -> list[str]:
         outs = [o for n in group.nodes for o in n.output]
         if stored & set(outs):
             found += [o for o in outs if o not in stored and o in group.internal]
+    # a float16 global pool: the vendor's cascade stages (npu_layers.global_average_pool_stages) run
+    # in int8 unless named too
+    found += [theirs for ours, theirs in npu_layers.vendor_pool_stage_names(model.graph).items()
+              if npu_layers.pool_output_of(ours) in stored]
     return found
 
 
