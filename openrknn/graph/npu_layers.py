@@ -786,6 +786,11 @@ def pool_stage_tensor(output: str, index: int) -> str:
     return f"{output}__pool_stage{index}"
 
 
+def is_pool_stage(tensor: str) -> bool:
+    """Whether ``tensor`` names a stored stage of a cascaded global pool (:func:`pool_stage_tensor`)."""
+    return "__pool_stage" in tensor
+
+
 def pool_output_of(stage_tensor: str) -> str:
     """The pool output a :func:`pool_stage_tensor` name belongs to."""
     return stage_tensor.rsplit("__pool_stage", 1)[0]

@@ -87,7 +87,8 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         # every candidate is observed first: a tail too small for float16 stays integer (_float_outputs)
         tensors = sorted(_needs_params(graph, plan, inits) - _internal_tensors(graph)
                          - annotate.unstored_fused_outputs(graph))
-        staged, stage_tensors = _pool_stages_of(graph, tensors)   # stored stages of cascaded global pools
+        staged, stage_tensors = (_pool_stages_of(graph, tensors) if settings.toolkit != 1   # RKNPU2's pool cascade
+                                 else (graph, []))
         tensors = tensors + stage_tensors
         if cache is None:
             stats = collect_stats(staged, tensors, used, algorithm.needs_histogram, custom_ops)
