@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import onnx
 from onnx import numpy_helper
 
@@ -906,3 +907,141 @@ def model_records(model, default_dtype: str = "float16") -> list[LayerRecord]:
         mark_layers(copy, wanted | marked)
         graph = copy
     return layer_records(graph.graph, model.tensor_dtypes, default_dtype)
+
+
+# ----------------------------------------------------------------------------- global average pooling
+GLOBAL_POOL_LIMIT = 7   # the largest H, W a global pool (and a pooling kernel) takes on the NPU
+
+
+@dataclass(frozen=True)
+class PoolStage:
+    """One stage of a lowered GlobalAveragePool: the zero-padded sum over ``kernel`` windows (stride =
+    kernel), times ``factor``. Pads are (top, left, bottom, right)."""
+
+    kernel: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    factor: float
+
+
+def global_average_pool_stages(height: int, width: int) -> list[PoolStage]:
+    """How rknn-toolkit2 2.5.0 runs a GlobalAveragePool over ``height × width``: none (one pooling
+    layer) when both are at most 7, else a cascade of pooling stages, each stored in int8.
+
+    Measured on its simulator (PP-OCR classifier, ten pools 12×96, 3×96, 2×96, 1×48; every stage
+    equal integer for integer): each dimension shrinks per stage from ``n`` to ``ceil(n/7)`` with a
+    kernel ``ceil(n/out)`` and the missing ``out·kernel − n`` positions as zero padding, the smaller
+    half before; a dimension already at 1 takes kernel 1; every stage multiplies its window sum by
+    the same ``(H·W)^(−1/stages)``. The vendor names the stored stages ``{node}_2convJ`` (J counts all
+    but the last stage, which is the output; an unnamed node is ``GlobalAveragePool@K``, K counting
+    the graph's GlobalAveragePool nodes)."""
+    if height <= GLOBAL_POOL_LIMIT and width <= GLOBAL_POOL_LIMIT:
+        return []
+
+    def steps(n: int) -> list[tuple[int, int]]:   # (kernel, padding) per stage
+        out: list[tuple[int, int]] = []
+        while n > 1:
+            size = math.ceil(n / GLOBAL_POOL_LIMIT)
+            kernel = math.ceil(n / size)
+            out.append((kernel, size * kernel - n))
+            n = size
+        return out
+
+    rows, cols = steps(height), steps(width)
+    count = max(len(rows), len(cols))
+    rows += [(1, 0)] * (count - len(rows))
+    cols += [(1, 0)] * (count - len(cols))
+    factor = float(height * width) ** (-1.0 / count)
+    return [PoolStage((kh, kw), (ph // 2, pw // 2, ph - ph // 2, pw - pw // 2), factor)
+            for (kh, ph), (kw, pw) in zip(rows, cols)]
+
+
+def pool_stage_tensor(output: str, index: int) -> str:
+    """The stored tensor of stage ``index`` (all but the last) of the pool writing ``output``."""
+    return f"{output}__pool_stage{index}"
+
+
+def is_pool_stage(tensor: str) -> bool:
+    """Whether ``tensor`` names a stored stage of a cascaded global pool (:func:`pool_stage_tensor`)."""
+    return "__pool_stage" in tensor
+
+
+def pool_output_of(stage_tensor: str) -> str:
+    """The pool output a :func:`pool_stage_tensor` name belongs to."""
+    return stage_tensor.rsplit("__pool_stage", 1)[0]
+
+
+def global_pool_cascades(model: onnx.ModelProto) -> dict[str, tuple[str, list[PoolStage]]]:
+    """Every GlobalAveragePool run as a cascade: its output → (its input, its stages). Reads the
+    input's shape from the graph's value infos (inferred when absent)."""
+    pools = [n for n in model.graph.node if n.op_type == "GlobalAveragePool" and n.domain in ("", "ai.onnx")]
+    if not pools:
+        return {}
+    shapes = _known_shapes(model)
+    if any(n.input[0] not in shapes for n in pools):
+        try:
+            shapes.update(_known_shapes(onnx.shape_inference.infer_shapes(model)))
+        except Exception as error:   # noqa: BLE001 - a shape we cannot infer: that pool stays one layer
+            log.debug(f"layer graph: shapes of the global pools not inferred ({error})")
+    found: dict[str, tuple[str, list[PoolStage]]] = {}
+    for node in pools:
+        shape = shapes.get(node.input[0])
+        if shape is None or len(shape) != 4 or any(d <= 0 for d in shape[2:]):
+            continue
+        stages = global_average_pool_stages(shape[2], shape[3])
+        if stages:
+            found[node.output[0]] = (node.input[0], stages)
+    return found
+
+
+def vendor_pool_stage_names(model: onnx.ModelProto) -> dict[str, str]:
+    """openrknn's stored pool stage tensors → rknn-toolkit2's names for them (see
+    :func:`global_average_pool_stages`)."""
+    names: dict[str, str] = {}
+    cascades = global_pool_cascades(model)
+    pools = [n for n in model.graph.node if n.op_type == "GlobalAveragePool" and n.domain in ("", "ai.onnx")]
+    for k, node in enumerate(pools):
+        for j in range(len(cascades.get(node.output[0], ("", []))[1]) - 1):
+            names[pool_stage_tensor(node.output[0], j)] = f"{node.name or f'GlobalAveragePool@{k}'}_2conv{j}"
+    return names
+
+
+def _known_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    shapes: dict[str, list[int]] = {}
+    for value in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if value.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in dims):
+            shapes[value.name] = [d.dim_value for d in dims]
+    return shapes
+
+
+def pool_stage_nodes(source: str, target: str, stage: PoolStage) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """ONNX nodes computing one pool stage in float: ``target = factor · windowsum(source)`` (an
+    AveragePool counting the zero padding, times kernel area · factor)."""
+    kh, kw = stage.kernel
+    top, left, bottom, right = stage.pads
+    gain = numpy_helper.from_array(np.float32(kh * kw * stage.factor), f"{target}__gain")
+    nodes = [onnx.helper.make_node("AveragePool", [source], [f"{target}__mean"], name=f"{target}__mean",
+                                   kernel_shape=[kh, kw], strides=[kh, kw], pads=[top, left, bottom, right],
+                                   count_include_pad=1),
+             onnx.helper.make_node("Mul", [f"{target}__mean", gain.name], [target], name=f"{target}__gain")]
+    return nodes, [gain]
+
+
+def with_pool_stages(model: onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
+    """A copy of ``model`` that also computes, in float, the stored stages of every cascaded global
+    pool (what calibration measures), and those stage tensors' names."""
+    cascades = global_pool_cascades(model)
+    if not cascades:
+        return model, []
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    names: list[str] = []
+    for output, (source, stages) in cascades.items():
+        for j, stage in enumerate(stages[:-1]):
+            target = pool_stage_tensor(output, j)
+            nodes, inits = pool_stage_nodes(source, target, stage)
+            copy.graph.node.extend(nodes)
+            copy.graph.initializer.extend(inits)
+            names.append(target)
+            source = target
+    return copy, names

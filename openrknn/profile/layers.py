@@ -214,30 +214,30 @@ _SIMPLE_KIND = {
 }
 
 
-_POOL_STAGE = 7   # the largest window one depthwise stage of a global pooling covers per axis
-
-
 def _pooling_cascade(layer: Layer) -> list[Layer]:
     """On RKNPU2, a GlobalAveragePool over more than 7×7 runs as a cascade of depthwise convolutions,
-    each reducing every axis by up to 7 (kernel min(d, 7), stride 7): rknn-toolkit2's layer tables show
-    e.g. 12×96 → 2×14 → 1×2 → 1×1 as three ``Conv`` layers (``…_2conv0/1/2``)."""
+    one row each, with the stages the layer record plans (``npu_layers.global_average_pool_stages``):
+    rknn-toolkit2's layer tables show e.g. 12×96 → 2×14 → 1×2 → 1×1 as three ``Conv`` layers
+    (``…_2conv0/1/2``)."""
     if layer.onnx_op != "GlobalAveragePool" or layer.target != "NPU" or layer.conv is None or not layer.inputs:
         return [layer]
     source = layer.inputs[0]
-    if len(source.shape) != 4 or max(source.shape[2:]) <= _POOL_STAGE:
+    if len(source.shape) != 4:
         return [layer]
     n, c, h, w = source.shape
+    plan = npu_layers.global_average_pool_stages(h, w)
+    if not plan:
+        return [layer]
     stages, current = [], source
-    k = 0
-    while h > 1 or w > 1:
-        kh, kw = min(h, _POOL_STAGE), min(w, _POOL_STAGE)
-        h, w = -(-h // _POOL_STAGE), -(-w // _POOL_STAGE)
-        last = h == 1 and w == 1
+    for k, stage in enumerate(plan):
+        (kh, kw), (top, left, bottom, right) = stage.kernel, stage.pads
+        h, w = (h + top + bottom) // kh, (w + left + right) // kw
+        last = k == len(plan) - 1
         out = layer.outputs[0] if last and layer.outputs else TensorInfo(f"{layer.name}_2conv{k}", (n, c, h, w),
                                                                           source.dtype)
         stages.append(Layer(layer.op_type, layer.onnx_op, f"{layer.name}_2conv{k}", layer.kind, layer.target,
                             layer.dtype, [current], [out], ConvGeometry(n * h * w, kh, kw, 1, 1, c, w), layer.nodes))
-        current, k = out, k + 1
+        current = out
     return stages
 
 

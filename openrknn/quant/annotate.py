@@ -181,24 +181,30 @@ def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:
     return {t for t in npu_layers.internal_tensors(model.graph) if kinds.get(t) != [FUSED_ACT] and t not in requantized}
 
 
-_TORCH_HARDSIGMOID_ALPHA = 1.0 / 6.0
-
-
 def requantized_before_activation(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
     """Weighted-layer outputs the NPU requantizes to int8 inside their layer, with the range they are
-    clamped to: a Conv/MatMul output read only by the HardSigmoid fused after it.
-
-    rknn-toolkit2 2.5.0 runs ``ConvHardSigmoid`` as the Conv's int8 output (calibrated range clamped
-    to the HardSigmoid's linear part ``[−β/α, (1−β)/α]``, ±3 for PyTorch's) and the HardSigmoid on
-    those integers; a ``ConvSigmoid`` reads the exact sum (both measured on its simulator). The
-    squeeze-and-excitation scales of MobileNetV3 and LR-ASPP go through this step. Measured for
-    PyTorch's HardSigmoid (α = 1/6, β = ½) only: with Paddle's (α = 0.2, PP-OCR's classifier) the
-    vendor's simulator agrees with openrknn's to 0.9999 without the step and 0.996 with it, so that
-    form reads the exact sum."""
+    clamped to (bounds ``±inf`` where the calibrated range is kept): the union of
+    :func:`_requantized_before_hardsigmoid` and :func:`_requantized_before_depthwise_hardswish`."""
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in model.graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
+    found = _requantized_before_hardsigmoid(model, readers)
+    found.update(_requantized_before_depthwise_hardswish(model, readers))
+    return found
+
+
+def _requantized_before_hardsigmoid(model: onnx.ModelProto,
+                                    readers: dict[str, list[onnx.NodeProto]]) -> dict[str, tuple[float, float]]:
+    """A Conv/MatMul output read only by the HardSigmoid fused after it, clamped to the HardSigmoid's
+    linear part ``[−β/α, (1−β)/α]``.
+
+    rknn-toolkit2 2.5.0 runs ``ConvHardSigmoid`` as the Conv's int8 output and the HardSigmoid on
+    those integers; a ``ConvSigmoid`` reads the exact sum (both measured on its simulator). The
+    squeeze-and-excitation scales of MobileNetV3 and LR-ASPP go through this step. Measured for
+    PyTorch's HardSigmoid (α = 1/6: ±3) and Paddle's (α = 0.2: ±2.5, PP-OCR's classifier, whose
+    ``conv2d_56.tmp_1`` the vendor dumps on the grid of ``[−2.5, 0]``; with the step the two simulators
+    are equal integer for integer through its first SE block)."""
     same_layer = npu_layers.same_layer_pairs(model.graph)
     found: dict[str, tuple[float, float]] = {}
     for node in model.graph.node:
@@ -207,9 +213,41 @@ def requantized_before_activation(model: onnx.ModelProto) -> dict[str, tuple[flo
         users = readers.get(node.output[0], [])
         if len(users) == 1 and users[0].op_type == "HardSigmoid" and _key(users[0]) in same_layer:
             alpha, beta = _attr(users[0], "alpha", 0.2), _attr(users[0], "beta", 0.5)
-            if abs(alpha - _TORCH_HARDSIGMOID_ALPHA) < 1e-4 and beta == 0.5:
+            if alpha > 0:
                 found[node.output[0]] = (-beta / alpha, (1.0 - beta) / alpha)
     return found
+
+
+_HARDSWISH_ZERO_BELOW = -3.0   # x·relu6(x + 3)/6 is 0 for every x ≤ −3
+
+
+def _requantized_before_depthwise_hardswish(model: onnx.ModelProto,
+                                            readers: dict[str, list[onnx.NodeProto]]) -> dict[str, tuple[float, float]]:
+    """A depthwise Conv's output read only by the HardSwish fused after it, its minimum raised to −3.
+
+    rknn-toolkit2 2.5.0 stores that sum as int8 on ``[max(min, −3), max]`` inside the
+    ``ConvHardSwish`` layer and runs the HardSwish on those integers; a dense Conv's (1×1 or k×k)
+    HardSwish reads the exact sum. Measured on PP-OCR's classifier: the depthwise outputs
+    ``batch_norm_11/14.tmp_2`` dumped by its simulator lie on the grid of ``[−3, max]``, the 1×1
+    ``batch_norm_10/13.tmp_2`` and the first 3×3 ``batch_norm_0.tmp_2`` on no int8 grid."""
+    inits = {i.name for i in model.graph.initializer}
+    found: dict[str, tuple[float, float]] = {}
+    for group in npu_layers.layer_groups(model.graph):
+        main = group.main
+        if group.activation != "HardSwish" or main.op_type != "Conv" or not _is_depthwise(main, model):
+            continue
+        members = {id(n) for n in group.nodes}
+        users = readers.get(main.output[0], [])
+        if users and all(id(u) in members for u in users) and main.input[1] in inits:
+            found[main.output[0]] = (_HARDSWISH_ZERO_BELOW, float("inf"))
+    return found
+
+
+def _is_depthwise(conv: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """One filter per input channel (``group`` equal to the input and output channel counts, > 1)."""
+    group = _attr(conv, "group", 1)
+    weight = next((i for i in model.graph.initializer if i.name == conv.input[1]), None)
+    return group > 1 and weight is not None and weight.dims[0] == group and weight.dims[1] == 1
 
 
 def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: frozenset) -> str:

@@ -88,18 +88,21 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         # every candidate is observed first: a tail too small for float16 stays integer (_float_outputs)
         tensors = sorted(_needs_params(graph, plan, inits) - _internal_tensors(graph)
                          - annotate.unstored_fused_outputs(graph))
+        staged, stage_tensors = (_pool_stages_of(graph, tensors) if settings.toolkit != 1   # RKNPU2's pool cascade
+                                 else (graph, []))
+        tensors = tensors + stage_tensors
         if cache is None:
-            stats = collect_stats(graph, tensors, used, algorithm.needs_histogram, custom_ops)
+            stats = collect_stats(staged, tensors, used, algorithm.needs_histogram, custom_ops)
         else:
             missing = [t for t in tensors if t not in cache.stats]
             if missing:
-                cache.stats.update(collect_stats(graph, missing, used, algorithm.needs_histogram, custom_ops))
+                cache.stats.update(collect_stats(staged, missing, used, algorithm.needs_histogram, custom_ops))
             stats = {t: cache.stats[t] for t in tensors}
         outside_fp16 = {t for t, st in stats.items() if st.seen and not _float16_safe(max(abs(st.min), abs(st.max)))}
         unstored = _float_outputs(graph, outside_fp16) | _internal_tensors(graph) | annotate.unstored_fused_outputs(graph)
         stats = {t: st for t, st in stats.items() if t not in unstored}
         keep_range = _unclipped(graph)
-        clamped = annotate.requantized_before_activation(graph)   # a ConvHardSigmoid's int8 step: ±3
+        clamped = annotate.requantized_before_activation(graph)   # int8 steps inside ConvHardSigmoid/ConvHardSwish
         for name, st in stats.items():
             if st.seen:
                 dtype, qtype = (wide.act_dtype, wide.act_qtype) if name in sixteen else (spec.act_dtype, spec.act_qtype)
@@ -112,6 +115,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         act_params.update(shared_params(plan.shared, act_params))
         for tensor in unstored:
             act_params.pop(tensor, None)
+        _drop_orphan_pool_stages(graph, act_params)
         act_params.update(overrides.activation_params(act_params))
     quant_params = {name: p.to_dict() for name, p in act_params.items()}
     rounder = None
@@ -249,6 +253,26 @@ def _float_outputs(graph: onnx.ModelProto, keep_integer: set[str] = frozenset())
                 changed = True
             result.update(outs)
     return result | (outputs & result)
+
+
+def _pool_stages_of(graph: onnx.ModelProto, tensors: list[str]) -> tuple[onnx.ModelProto, list[str]]:
+    """The graph calibration runs (``graph`` plus the float stages of every cascaded global pool whose
+    output is quantized, ``npu_layers.global_average_pool_stages``) and those stage tensors."""
+    staged, stages = npu_layers.with_pool_stages(graph)
+    wanted = set(tensors)
+    cascades = npu_layers.global_pool_cascades(graph)
+    keep = {npu_layers.pool_stage_tensor(out, j) for out, (_, st) in cascades.items() if out in wanted
+            for j in range(len(st) - 1)}
+    return staged, [t for t in stages if t in keep]
+
+
+def _drop_orphan_pool_stages(graph: onnx.ModelProto, act_params: dict[str, QuantParams]) -> None:
+    """A pool stage is stored only while its pool's output is an 8-bit integer (a float16 pool runs whole)."""
+    for out, (_, stages) in npu_layers.global_pool_cascades(graph).items():
+        integer = out in act_params and act_params[out].dtype in ("int8", "uint8")
+        for j in range(len(stages) - 1):
+            if not integer:
+                act_params.pop(npu_layers.pool_stage_tensor(out, j), None)
 
 
 def _needs_params(graph: onnx.ModelProto, plan: annotate.Plan, inits: set[str]) -> set[str]:

@@ -175,6 +175,8 @@ class _Lowering(IntegerArithmetic):
                 self.params[name] = replace(params, dtype="uint8", zero_point=params.zero_point + 128)
         self.float_tensors = annotate.float_tensor_names(self.src)
         self.internal = npu_layers.internal_tensors(self.src.graph)   # never stored: no rounding
+        self.pool_cascades = {out: stages for out, (_, stages) in npu_layers.global_pool_cascades(self.src).items()
+                              if npu_layers.pool_stage_tensor(out, 0) in self.params}
         self.keep = {o.name for o in self.src.graph.output} | _outer_references(self.src.graph)
         self.opset = annotate.opset(self.src)
         self.nodes: list[onnx.NodeProto] = []
@@ -382,6 +384,8 @@ class _Lowering(IntegerArithmetic):
     def _lower_qfloat(self, node: onnx.NodeProto) -> None:
         if not all(o in self.params for o in node.output if o in self.float_tensors):
             return self._lower_float(node)
+        if node.op_type == "GlobalAveragePool" and node.output[0] in self.pool_cascades:
+            node = self._lower_pool_stages(node)
         copy = self._emit_float_inputs(node)
         for i, out in enumerate(node.output):
             if out not in self.float_tensors:
@@ -393,6 +397,27 @@ class _Lowering(IntegerArithmetic):
                                                name=f"{out}__q_quantize",
                                                domain=self._qdq_domain(self.params[out].dtype)))
         return None
+
+    def _lower_pool_stages(self, node: onnx.NodeProto) -> onnx.NodeProto:
+        """A cascaded GlobalAveragePool (``npu_layers.global_average_pool_stages``): every stage but the
+        last is computed from the previous one's integers and stored in int8; returns the last stage,
+        which the caller quantizes to the pool's output."""
+        stages = self.pool_cascades[node.output[0]]
+        source = self.need_float(node.input[0])
+        for j, stage in enumerate(stages[:-1]):
+            target = npu_layers.pool_stage_tensor(node.output[0], j)
+            nodes, inits = npu_layers.pool_stage_nodes(source, f"{target}__raw", stage)
+            self.nodes += nodes
+            self.new_inits += inits
+            s, z = self.scale_zero(target)
+            self.nodes.append(helper.make_node("QuantizeLinear", [f"{target}__raw", s, z], [self.set_int(target)],
+                                               name=f"{target}__q_quantize",
+                                               domain=self._qdq_domain(self.params[target].dtype)))
+            source = self.need_float(target)
+        last, gains = npu_layers.pool_stage_nodes(source, node.output[0], stages[-1])
+        self.new_inits += gains
+        self.nodes += last[:-1]
+        return last[-1]
 
     @register_lowering(annotate.PASS)
     def _lower_pass(self, node: onnx.NodeProto) -> None:

@@ -224,7 +224,7 @@ def test_real_vendor_simulator_agrees_with_openrknn(tmp_path, shared_data):
     theirs = np.concatenate([s[0].ravel() for s in built.vendor_outputs])
     assert len(built.mapped) >= 80
     print(f"vendor simulator vs openrknn simulator: cosine {cosine(ours, theirs):.5f}")
-    assert cosine(ours, theirs) >= 0.998
+    assert cosine(ours, theirs) >= 0.9999   # measured 1.00000 (equal integer for integer through the backbone)
 
 
 VENDOR_CFG = """custom_quantize_layers: {}

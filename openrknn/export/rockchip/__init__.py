@@ -33,6 +33,7 @@ from openrknn.graph import npu_layers
 from openrknn.graph.preprocess import PREPROCESS_KEY
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.model_file.container import write_atomic
+from openrknn.quant import annotate
 from openrknn.quant.numerics import qrange
 
 TOOLCHAIN = "rknn-toolkit2"
@@ -99,6 +100,7 @@ def tensor_ranges(model: RKNNModel) -> dict[str, dict[str, list[float]]]:
     ``{input}`` and ``{input}_int8`` tensor.
     """
     initializers = {init.name for init in model.graph.graph.initializer}
+    clamped = annotate.requantized_before_activation(model.graph)
     ranges: dict[str, dict[str, list[float]]] = {}
     for name, params in model.quant_params.items():
         if name in initializers or params.get("axis") is not None:   # weights: the vendor quantizes them itself
@@ -106,14 +108,29 @@ def tensor_ranges(model: RKNNModel) -> dict[str, dict[str, list[float]]]:
         scale, zero = params.get("scale"), params.get("zero_point")
         if not scale or zero is None or len(scale) != 1:
             continue
+        if name in clamped and params.get("min") and params.get("max"):
+            ranges[name] = _clamped_range(params)
+            continue
         lo, hi = qrange(params.get("dtype", "int8"), params.get("qtype", "asymmetric_quantized"))
         s, z = float(scale[0]), float(np.asarray(zero).reshape(-1)[0])
         ranges[name] = {"min": [(lo - z) * s], "max": [(hi - z) * s]}
+    for ours, theirs in npu_layers.vendor_pool_stage_names(model.graph).items():   # a pool's stored stages
+        if ours in ranges:
+            ranges[theirs] = ranges.pop(ours)
     for pre in model.preprocess:
         if pre.normalized_name in ranges:
             ranges.setdefault(pre.input_name, ranges[pre.normalized_name])
             ranges.setdefault(f"{pre.input_name}_int8", ranges[pre.normalized_name])
     return ranges
+
+
+def _clamped_range(params: dict) -> dict[str, list[float]]:
+    """The range an int8 step inside a fused activation (``annotate.requantized_before_activation``)
+    was derived from, already within the activation's bounds. The vendor clamps whatever it is given
+    to those bounds again (the grid's own end, e.g. −3.0032 for a HardSwish input, became −3.0 and
+    moved the scale by 0.02 %, PP-OCR classifier), so it gets the range itself: from it, it derives the
+    same scale and zero point."""
+    return {"min": [float(params["min"][0])], "max": [float(params["max"][0])]}
 
 
 def float16_tensors(model: RKNNModel) -> list[str]:
@@ -138,6 +155,10 @@ def float16_layer_internals(model: RKNNModel) -> list[str]:
         outs = [o for n in group.nodes for o in n.output]
         if stored & set(outs):
             found += [o for o in outs if o not in stored and o in group.internal]
+    # a float16 global pool: the vendor's cascade stages (npu_layers.global_average_pool_stages) run
+    # in int8 unless named too
+    found += [theirs for ours, theirs in npu_layers.vendor_pool_stage_names(model.graph).items()
+              if npu_layers.pool_output_of(ours) in stored]
     return found
 
 

@@ -5,7 +5,8 @@ Two things differ from the NPU the build targets (docs/deployment.md, "Simulatin
 * layers the NPU runs in float16 run in LiteRT on the CPU in float32 (no float16 rounding, no
   saturation at 65504);
 * a Conv whose output stays inside its NPU layer (before a hard-swish, a residual Add) writes an
-  int8 intermediate in TFLite, with the range the export chooses (:mod:`.ranges`).
+  int8 intermediate in TFLite, with the range the export chooses (:mod:`.ranges`);
+* a GlobalAveragePool over more than 7×7 is one MEAN, not the NPU's cascade of stored stages.
 
 :func:`as_exported` returns a copy of the model with those intermediates added to its quantization
 parameters and the float-layer precision set to float32; ``init_runtime(simulate='tflite')`` and
@@ -18,6 +19,7 @@ import copy
 import numpy as np
 
 from openrknn.errors import NotSupportedError
+from openrknn.graph import npu_layers
 from openrknn.export.tflite.convert import Exporter
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.quant.settings import resolve_alias
@@ -46,11 +48,21 @@ def as_exported(model: RKNNModel) -> RKNNModel:
     require_symmetric_weights(model, "simulate='tflite'")
     exporter = Exporter(model)
     exporter.run()
-    result = copy.copy(model)
-    result.quant_params = {**model.quant_params, **export_params(exporter)}
+    result = without_pool_stages(model)
+    result.quant_params = {**result.quant_params, **export_params(exporter)}
     result.tensor_dtypes = {**model.tensor_dtypes, **{n: "int8" for n in export_params(exporter)}}
     result.metadata = {**model.metadata, FLOAT_LAYERS_KEY: "float32"}
     return result
+
+def without_pool_stages(model: RKNNModel) -> RKNNModel:
+    """A copy of ``model`` without the stored stages of its cascaded global pools: TFLite's MEAN is one
+    step (``npu_layers.global_average_pool_stages`` is the NPU's lowering), so its simulation runs the
+    pool whole."""
+    result = copy.copy(model)
+    result.quant_params = {name: params for name, params in model.quant_params.items()
+                           if not npu_layers.is_pool_stage(name)}
+    return result
+
 
 def require_symmetric_weights(model: RKNNModel, api: str) -> None:
     """TFLite's int8 Conv/FullyConnected kernels take weights with zero point 0.

@@ -10,6 +10,7 @@ import onnx
 
 from openrknn.export.tflite.convert import Exporter
 from openrknn.export.tflite.flatbuffer import serialize
+from openrknn.export.tflite.target import without_pool_stages
 from openrknn.graph import npu_layers
 from openrknn.graph.rknn_model import RKNNModel
 from openrknn.sim.fp16 import FLOAT16_SUFFIX
@@ -48,7 +49,7 @@ def simulator_tensors(model: RKNNModel, feeds: dict[str, np.ndarray]
                       ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(int8 tensors, stored float tensors) of one simulator run: the float ones are what float
     layers store (float16 values, as float32) and the graph's float inputs."""
-    lowered = lower_quantized(model)
+    lowered = lower_quantized(without_pool_stages(model))   # the file's MEAN, not the NPU's cascade
     produced = {o for n in lowered.graph.node for o in n.output}
     declared = {o.name for o in lowered.graph.output}
     names = {o for o in produced if o.endswith((INT_SUFFIX, FLOAT16_SUFFIX))}
