@@ -59,10 +59,16 @@ def quantize_weight(array: np.ndarray, axis: int, group_axis: int, dtype: str, q
 
 
 def weight_integers(array: np.ndarray, params: QuantParams) -> np.ndarray:
-    """The integers of a quantized weight: round-to-nearest, except for 8-bit Conv weights with one
-    scale per output channel, which :func:`sum_preserving_integers` rounds."""
+    """The integers of a quantized weight: round-to-nearest, except for symmetric 8-bit Conv weights
+    with one scale per output channel, which :func:`sum_preserving_integers` rounds.
+
+    Asymmetric weights (``weight_qtype='asymmetric_quantized'``) keep round-to-nearest: handed to
+    rknn-toolkit2 2.5.0, whose simulator then quantizes them itself, PP-OCR cls agrees with
+    openrknn's simulator to cosine 1.00000 with round-to-nearest and to 0.99791 with the running-sum
+    rounding (``tests/export/test_rockchip_backend.py``)."""
     if (array.ndim == 4 and params.axis is not None and params.axis % 4 == 0 and not params.group_size
-            and params.dtype in ("int8", "uint8") and params.scale.size == array.shape[0]):
+            and params.dtype in ("int8", "uint8") and params.scale.size == array.shape[0]
+            and not np.any(params.zero_point)):
         return sum_preserving_integers(array, params)
     return numerics.quantize(array, params)
 

@@ -246,19 +246,21 @@ def test_conv_inside_a_hard_swish_layer_is_exact(tmp_path, channels):
     np.testing.assert_array_equal(patterns.run_integers(model, x, ["t"])["t"], expected)
 
 
-def test_depthwise_conv_with_a_bias_beyond_float32_runs_as_float_sums_plus_an_int32_bias(tmp_path):
-    """The sums fit below 2^24 but sums + bias do not (a saturated int32 bias, as PP-OCRv4 rec's
-    depthwise 5×5 Convs get): one float32 Conv for the sums, the bias added in int32 — the integer
+def test_grouped_conv_with_a_bias_beyond_float32_runs_as_float_sums_plus_an_int32_bias(tmp_path):
+    """Two channels per group on rk3562, which keeps a grouped Conv whole (a depthwise Conv before a
+    hard-swish now stores its sum in int8, as rknn-toolkit2 does: quant/annotate.py). The sums fit
+    below 2^24 but sums + bias do not (a saturated int32 bias, as PP-OCRv4 rec's depthwise 5×5 Convs
+    get): one float32 Conv for the sums, the bias added in int32 — the integer
     kernel's result, without onnxruntime's ConvInteger (~2.7x slower on grouped Convs)."""
     channels = 16
     rng = np.random.default_rng(7)
-    w = numpy_helper.from_array(rng.normal(0, 0.3, (channels, 1, 3, 3)).astype(np.float32), "w")
+    w = numpy_helper.from_array(rng.normal(0, 0.3, (channels, 2, 3, 3)).astype(np.float32), "w")
     b = numpy_helper.from_array(rng.normal(0, 0.1, channels).astype(np.float32), "b")
     consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("three", 3), ("zero", 0), ("six", 6))]
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="layer", pads=[1, 1, 1, 1], group=channels),
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="layer", pads=[1, 1, 1, 1], group=channels // 2),
              helper.make_node("Add", ["c", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["k"]),
              helper.make_node("Mul", ["c", "k"], ["m"]), helper.make_node("Div", ["m", "six"], ["t"])]
-    model = _build(tmp_path, nodes, [w, b] + consts, channels, channels)
+    model = _build(tmp_path, nodes, [w, b] + consts, channels, channels, platform="rk3562")
     assert "c" not in model.quant_params
     weight = patterns.worst_case_weight(model, "w", channels)
     x, xq = patterns.extreme_input(model, channels, SIZE, channels)
@@ -269,7 +271,7 @@ def test_depthwise_conv_with_a_bias_beyond_float32_runs_as_float_sums_plus_an_in
     bias_init.CopyFrom(numpy_helper.from_array(bias.astype(np.int32), "b"))
     layer_ops = {n.op_type for n in lower_quantized(model).graph.node if n.output[0].startswith("c__")}
     assert "Conv" in layer_ops and "ConvInteger" not in layer_ops
-    acc = ref.conv_acc(xq, weight, pads=[1, 1, 1, 1], group=channels) + bias.reshape(1, -1, 1, 1)
+    acc = ref.conv_acc(xq, weight, pads=[1, 1, 1, 1], group=channels // 2) + bias.reshape(1, -1, 1, 1)
     assert np.abs(acc[:, 0]).max() > 2 ** 24
     real = acc.astype(np.float32) * (np.float32(px.scale[0]) * pw.scale.astype(np.float32)).reshape(1, -1, 1, 1)
     hard_swish = real * np.clip(real + np.float32(3), np.float32(0), np.float32(6)) / np.float32(6)
