@@ -217,3 +217,38 @@ def test_default_identity_bn_branch_goes_into_the_merged_conv(form):
     assert [[n.op_type for n in g.nodes] for g in layer_groups(merged.graph)] == [["Conv", "Relu"]]
     x = rng.normal(size=(1, c, 8, 8)).astype(np.float32)
     np.testing.assert_allclose(_run(merged, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_conv_branches_never_take_the_add(stride):
+    """Depthwise 3×3(x) + depthwise 1×1(x): rknn-toolkit2 2.5.0 never prints ``ConvAdd`` for a
+    depthwise Conv (measured on mobileone_s0's strided blocks and on probes at stride 1 and 2: at
+    stride 2 ``Conv``, ``Conv``, ``AddRelu``; at stride 1 with a trained identity BN the merged
+    ``Conv``, ``BatchNormalization``, ``AddRelu``)."""
+    rng = np.random.default_rng(7)
+    c = 4
+    inits = [numpy_helper.from_array(rng.normal(0, .3, (c, 1, 3, 3)).astype(np.float32), "w3"),
+             numpy_helper.from_array(rng.normal(0, .3, (c, 1, 1, 1)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.uniform(.5, 1.5, c).astype(np.float32), "g"),
+             numpy_helper.from_array(rng.normal(0, .1, c).astype(np.float32), "be"),
+             numpy_helper.from_array(rng.normal(0, .1, c).astype(np.float32), "mu"),
+             numpy_helper.from_array(rng.uniform(.5, 1.5, c).astype(np.float32), "va")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["b"], name="k1", group=c, strides=[stride] * 2),
+             helper.make_node("Conv", ["x", "w3"], ["a"], name="k3", pads=[1] * 4, group=c, strides=[stride] * 2),
+             helper.make_node("Add", ["b", "a"], ["s"], name="add1")]
+    if stride == 1:
+        nodes += [helper.make_node("BatchNormalization", ["x", "g", "be", "mu", "va"], ["n"], name="id"),
+                  helper.make_node("Add", ["s", "n"], ["t"], name="add2")]
+    nodes.append(helper.make_node("Relu", [nodes[-1].output[0]], ["y"], name="relu"))
+    side = 8 // stride
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, side, side])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    optimized = optimize(model, 3)
+    groups = [[n.op_type for n in g.nodes] for g in layer_groups(optimized.graph)]
+    if stride == 2:
+        assert groups == [["Conv"], ["Conv"], ["Add", "Relu"]]
+    else:
+        assert sorted(groups) == [["Add", "Relu"], ["BatchNormalization"], ["Conv"]]
+    x = rng.normal(size=(1, c, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(_run(optimized, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

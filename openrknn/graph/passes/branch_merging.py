@@ -111,13 +111,11 @@ def _merge_one(graph: onnx.GraphProto, add: onnx.NodeProto) -> bool:
     while len(a.input) < 3:
         a.input.append("")
     a.input[1], a.input[2] = w_name, b_name
-    for attr in a.attribute:
-        if attr.name == "pads":
-            del attr.ints[:]
-            attr.ints.extend([shape[2] // 2, shape[3] // 2] * 2)
-        if attr.name == "kernel_shape":
-            del attr.ints[:]
-            attr.ints.extend([shape[2], shape[3]])
+    # the merged kernel's padding and size, also on a 1×1 Conv written without those attributes
+    for attr in [x for x in a.attribute if x.name in ("pads", "kernel_shape")]:
+        a.attribute.remove(attr)
+    a.attribute.extend([onnx.helper.make_attribute("pads", [shape[2] // 2, shape[3] // 2] * 2),
+                        onnx.helper.make_attribute("kernel_shape", [shape[2], shape[3]])])
     a.output[0] = add.output[0]
     graph.node.remove(b)
     graph.node.remove(add)
