@@ -581,8 +581,12 @@ def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str], 
     """``Conv → Add(conv, other)`` where ``other`` is another stored activation: ConvAdd. A MatMul
     or Gemm with a constant weight (and its bias ``tail``) takes the residual ``Add`` after it the same way:
     rknn-toolkit2 lowers it to a 1×1 Conv and prints ``ConvAdd`` (measured: the attention and MLP
-    projections of PP-OCRv4 rec's SVTR blocks and of a transformer encoder)."""
+    projections of PP-OCRv4 rec's SVTR blocks and of a transformer encoder). A depthwise Conv never
+    takes one: rknn-toolkit2 runs the ``Add`` as a layer of its own (measured: mobileone_s0's strided
+    depthwise branches, probes of depthwise 3×3 + 1×1 pairs at stride 1 and 2)."""
     producer = view.nodes[conv]
+    if _is_depthwise(view, producer):
+        return None
     if producer.op_type != "Conv" and not (producer.op_type in ("MatMul", "Gemm") and len(producer.input) > 1
                                            and producer.input[1] in view.consts):
         return None
@@ -599,6 +603,13 @@ def _residual_add(view: _View, conv: int, tail: int, cpu_nodes: frozenset[str], 
     log.debug(f"layer graph: Add '{view.nodes[add].name}' not fused into Conv '{view.nodes[conv].name}': its other "
               f"operand '{other[0]}' is computed after that Conv")
     return None
+
+
+def _is_depthwise(view: _View, node: onnx.NodeProto) -> bool:
+    """A grouped Conv with one input channel per group (constant weights)."""
+    weight = view.scalars.get(node.input[1]) if node.op_type == "Conv" and len(node.input) > 1 else None
+    group = next((a.i for a in node.attribute if a.name == "group"), 1)
+    return weight is not None and group > 1 and len(weight.dims) == 4 and weight.dims[1] == 1
 
 
 def _same_bytes_views(view: _View, tail: int, cpu_nodes: frozenset[str]) -> list[int]:

@@ -183,3 +183,72 @@ def test_strided_parallel_branches_stay_two_layers_fused_as_the_vendor_does(kxk_
     assert [n.name for n in again.graph.node] == [n.name for n in optimized.graph.node]
     x = rng.normal(size=(1, 3, 8, 8)).astype(np.float32)
     np.testing.assert_allclose(_run(optimized, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["pointwise", "depthwise", "dense3x3", "plain_residual"])
+def test_default_identity_bn_branch_goes_into_the_merged_conv(form):
+    """MobileOne/RepVGG block with an untrained identity BN (γ = 1, β = 0, mean 0, variance 1):
+    rknn-toolkit2 2.5.0 runs the whole block as one ``ConvRelu`` (measured on timm's mobileone_s0
+    and on probes of these three forms); the fold is exact (the BN's 1/√(1+ε) is kept)."""
+    rng = np.random.default_rng(6)
+    c = 4
+    group, k = {"pointwise": (1, 1), "depthwise": (c, 3), "dense3x3": (1, 3), "plain_residual": (2, 3)}[form]
+    inits = [numpy_helper.from_array(rng.normal(0, .3, (c, c // group, k, k)).astype(np.float32), "wa"),
+             numpy_helper.from_array(rng.normal(0, .3, c).astype(np.float32), "ba"),
+             numpy_helper.from_array(rng.normal(0, .3, (c, c // group, 1, 1)).astype(np.float32), "wb"),
+             numpy_helper.from_array(np.ones(c, np.float32), "g"), numpy_helper.from_array(np.zeros(c, np.float32), "be"),
+             numpy_helper.from_array(np.zeros(c, np.float32), "mu"), numpy_helper.from_array(np.ones(c, np.float32), "va")]
+    pad = [k // 2] * 4
+    identity = "x" if form == "plain_residual" else "n"
+    nodes = [helper.make_node("BatchNormalization", ["x", "g", "be", "mu", "va"], ["n"], name="id", epsilon=1e-3),
+             helper.make_node("Conv", ["x", "wa", "ba"], ["a"], name="ka", pads=pad, group=group),
+             helper.make_node("Conv", ["x", "wb"], ["b"], name="kb", group=group),
+             helper.make_node("Add", ["a", "b"], ["s"], name="add1"),
+             helper.make_node("Add", ["s", identity], ["t"], name="add2"),
+             helper.make_node("Relu", ["t"], ["y"], name="relu")]
+    if form == "plain_residual":
+        nodes = nodes[1:]
+        inits = inits[:3]
+    graph = helper.make_graph(nodes, "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    merged = optimize(model, 3)
+    assert _ops(merged) == ["Conv", "Relu"]
+    assert [[n.op_type for n in g.nodes] for g in layer_groups(merged.graph)] == [["Conv", "Relu"]]
+    x = rng.normal(size=(1, c, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(_run(merged, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_conv_branches_never_take_the_add(stride):
+    """Depthwise 3×3(x) + depthwise 1×1(x): rknn-toolkit2 2.5.0 never prints ``ConvAdd`` for a
+    depthwise Conv (measured on mobileone_s0's strided blocks and on probes at stride 1 and 2: at
+    stride 2 ``Conv``, ``Conv``, ``AddRelu``; at stride 1 with a trained identity BN the merged
+    ``Conv``, ``BatchNormalization``, ``AddRelu``)."""
+    rng = np.random.default_rng(7)
+    c = 4
+    inits = [numpy_helper.from_array(rng.normal(0, .3, (c, 1, 3, 3)).astype(np.float32), "w3"),
+             numpy_helper.from_array(rng.normal(0, .3, (c, 1, 1, 1)).astype(np.float32), "w1"),
+             numpy_helper.from_array(rng.uniform(.5, 1.5, c).astype(np.float32), "g"),
+             numpy_helper.from_array(rng.normal(0, .1, c).astype(np.float32), "be"),
+             numpy_helper.from_array(rng.normal(0, .1, c).astype(np.float32), "mu"),
+             numpy_helper.from_array(rng.uniform(.5, 1.5, c).astype(np.float32), "va")]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["b"], name="k1", group=c, strides=[stride] * 2),
+             helper.make_node("Conv", ["x", "w3"], ["a"], name="k3", pads=[1] * 4, group=c, strides=[stride] * 2),
+             helper.make_node("Add", ["b", "a"], ["s"], name="add1")]
+    if stride == 1:
+        nodes += [helper.make_node("BatchNormalization", ["x", "g", "be", "mu", "va"], ["n"], name="id"),
+                  helper.make_node("Add", ["s", "n"], ["t"], name="add2")]
+    nodes.append(helper.make_node("Relu", [nodes[-1].output[0]], ["y"], name="relu"))
+    side = 8 // stride
+    graph = helper.make_graph(nodes, "dw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, side, side])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    optimized = optimize(model, 3)
+    groups = [[n.op_type for n in g.nodes] for g in layer_groups(optimized.graph)]
+    if stride == 2:
+        assert groups == [["Conv"], ["Conv"], ["Add", "Relu"]]
+    else:
+        assert sorted(groups) == [["Add", "Relu"], ["BatchNormalization"], ["Conv"]]
+    x = rng.normal(size=(1, c, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(_run(optimized, {"x": x})[0], _run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
