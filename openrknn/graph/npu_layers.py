@@ -481,6 +481,8 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
             found = None   # rknn-toolkit2 prints ConvAdd + exSwish, never ConvAddExSwish (measured: ReXNet)
         if found and _gemm_keeps_apart(node, found[1]):
             found = None
+        if found and node.op_type == "ConvTranspose" and _is_constant_add(view, view.nodes[found[0][0]]):
+            found = None   # its bias Add stays apart (_transposed_bias)
         if found and view.read_only_by(tensor, found[0]) and free(found[0]):
             return members + found[0], found[1]
         if found:
@@ -498,10 +500,26 @@ def _layer_from(view: _View, index: int, taken: set[int], cpu_nodes: frozenset[s
             return found_norm, LAYER_NORM
     if node.op_type in _NONLINEAR | _ARITHMETIC:
         source = next(iter(view.data_inputs(node)), None)
+        if source and _is_constant_add(view, node) and _transposed_bias(view, source):
+            return [index], None
         found = activation_closure(view, source) if source else None
         if found and found[0][0] == index and len(found[0]) > 1 and free(found[0]):
             return found[0], found[1]
     return [index], None
+
+
+def _transposed_bias(view: _View, tensor: str) -> bool:
+    """A constant ``Add`` reading a ConvTranspose's output (paddle2onnx's bias) is a layer of its
+    own, and the activation after it another: rknn-toolkit2 2.5.0 prints ``ConvTranspose``, ``Add``,
+    ``Sigmoid`` (PP-OCRv3 det's head, rk3588 int8; ``Add`` + ``BatchNormalizationRelu`` for its first
+    ConvTranspose). Other steps after a ConvTranspose fuse as before (not probed)."""
+    producer = view.producer_index.get(tensor)
+    return producer is not None and view.nodes[producer].op_type == "ConvTranspose"
+
+
+def _is_constant_add(view: _View, node: onnx.NodeProto) -> bool:
+    """``Add(x, c)``: one data input, the other a constant."""
+    return node.op_type == "Add" and len(view.data_inputs(node)) == 1 and len([i for i in node.input if i]) == 2
 
 
 def _gemm_keeps_apart(node: onnx.NodeProto, activation: str) -> bool:

@@ -47,6 +47,7 @@ from openrknn.quant.settings import DTYPES
 from openrknn.quant.weights import narrowed
 from openrknn.sim.fp16 import FLOAT16_SUFFIX, lower_fp16, round_to_fp16
 from openrknn.sim.integer_arithmetic import IntegerArithmetic, weighted_io
+from openrknn.sim.sigmoid import exact_sigmoid_nodes
 
 _MS_DOMAIN = "com.microsoft"
 
@@ -340,15 +341,13 @@ class _Lowering(IntegerArithmetic):
             if name in self.int_name or name in self.float_name:
                 self.need_float(name)
         if copy.op_type == "Sigmoid" and copy.domain in ("", "ai.onnx"):
-            # onnxruntime's Sigmoid is off by up to 3e-8 (absolute): an output of 1e-7 quantized with
-            # the small scale its range gets would lose its value. 1/(1 + e^-x) is exact to 2^-23.
+            # onnxruntime's Sigmoid is off by up to 3e-8 (absolute): written out (sim/sigmoid.py)
             base = f"{node.output[0]}__sigmoid"
             one = self.const(f"{base}_one", np.float32(1.0)) if f"{base}_one" not in self._consts else f"{base}_one"
             self._consts.add(one)
-            self.nodes += [helper.make_node("Neg", [copy.input[0]], [f"{base}_neg"], name=f"{base}_neg"),
-                           helper.make_node("Exp", [f"{base}_neg"], [f"{base}_exp"], name=f"{base}_exp"),
-                           helper.make_node("Add", [f"{base}_exp", one], [f"{base}_den"], name=f"{base}_den")]
-            copy.op_type, copy.input[0] = "Reciprocal", f"{base}_den"
+            *steps, last = exact_sigmoid_nodes(copy.input[0], copy.output[0], base, one)
+            self.nodes += steps
+            copy.op_type, copy.input[0] = "Reciprocal", last.input[0]
         self.nodes.append(copy)
         return copy
 

@@ -9,6 +9,8 @@ import onnx
 from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from openrknn.sim.sigmoid import exact_sigmoid_nodes
+
 _GRID = 20001
 
 
@@ -65,6 +67,12 @@ def closure_model(ex, nodes: list[onnx.NodeProto], tensor: str, exit_name: str) 
     inits = [numpy_helper.from_array(ex.inits[name], name) for name in used if name in ex.inits]
     plain = []
     for node in nodes:
+        if node.op_type == "Sigmoid" and node.domain in ("", "ai.onnx"):
+            # the simulator's Sigmoid, not onnxruntime's kernel (tens of steps apart on a tiny output grid)
+            base = f"{node.output[0]}__sigmoid"
+            inits.append(numpy_helper.from_array(np.array(1.0, np.float32), f"{base}_one"))
+            plain += exact_sigmoid_nodes(node.input[0], node.output[0], base, f"{base}_one")
+            continue
         copy = onnx.NodeProto()
         copy.CopyFrom(node)
         del copy.metadata_props[:]
