@@ -360,16 +360,16 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
                                         algorithm)
         else:
             q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype,
-                                        settings.method, settings.group_size, algorithm)
+                                        settings.method, settings.group_size, algorithm, settings.conv_weight_rounding)
         if integer_bias and name in bias_of and name not in int16_weights and name not in overrides.params:
             params, count = _bias_safe(params, inits, *bias_of[name], act_params, spec)
             if count:
-                q = weight_integers(array, params)
+                q = weight_integers(array, params, settings.conv_weight_rounding)
                 widened.append(f"{layer_of.get(name, name)} ({count} of {params.scale.size} channels)"
                                if params.scale.size > 1 else f"{layer_of.get(name, name)} (per layer)")
         if name in overrides.params:   # hybrid config: the user's parameters for this weight
             params = overrides.weight_params(name, params)
-            q = weight_integers(array, params)
+            q = weight_integers(array, params, settings.conv_weight_rounding)
         elif rounder is not None and name not in int16_weights:
             q = rounder.round(name, array, q, params)   # learned rounding, same scales
         inits[name].CopyFrom(numpy_helper.from_array(q, name))

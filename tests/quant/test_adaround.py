@@ -87,10 +87,11 @@ def _relative_error(rknn: RKNN, setup) -> float:
 
 
 def _round_to_nearest(patch) -> None:
-    """Plain round-to-nearest for every weight (the 8-bit Conv default keeps running sums instead)."""
+    """Plain round-to-nearest for every weight, whatever ``QuantSettings.conv_weight_rounding`` says."""
     from openrknn.quant import numerics, quantizer, weights
-    patch.setattr(weights, "weight_integers", numerics.quantize)
-    patch.setattr(quantizer, "weight_integers", numerics.quantize)
+    nearest = lambda array, params, rounding="nearest": numerics.quantize(array, params)   # noqa: E731
+    patch.setattr(weights, "weight_integers", nearest)
+    patch.setattr(quantizer, "weight_integers", nearest)
 
 
 def test_adaround_beats_nearest_rounding_and_is_deterministic(setup, monkeypatch):

@@ -1,5 +1,5 @@
-"""8-bit Conv weights are rounded so each output channel's running sums stay exact to half a step, as
-rknn-toolkit2 2.5.0 rounds them: no per-channel offset proportional to the input's mean is left over.
+"""With ``conv_weight_rounding='running_sum'``, 8-bit Conv weights are rounded so each output
+channel's running sums stay exact to half a step, as rknn-toolkit2 2.5.0 rounds them on probes: no per-channel offset proportional to the input's mean is left over.
 
 The probe is the one the rule was measured with: a dense 3×3 Conv whose kernels all sit 0.3 steps
 above (odd input channels) or below (even ones) the grid, calibrated where every channel's mean is 1
@@ -40,8 +40,18 @@ def _picture(odd: float, even: float) -> np.ndarray:
     return x
 
 
-def test_conv_read_with_other_channel_means_has_no_weight_offset(tmp_path):
+def _running_sum_rounding(patch) -> None:
+    """``QuantSettings(conv_weight_rounding='running_sum')`` for the builds of one test."""
+    from openrknn.quant import quantizer, weights
+    original = weights.weight_integers
+    chosen = lambda array, params, rounding="nearest": original(array, params, "running_sum")   # noqa: E731
+    patch.setattr(weights, "weight_integers", chosen)
+    patch.setattr(quantizer, "weight_integers", chosen)
+
+
+def test_conv_read_with_other_channel_means_has_no_weight_offset(tmp_path, monkeypatch):
     path = _probe(tmp_path / "probe.onnx")
+    _running_sum_rounding(monkeypatch)
     rknn = quantized_build(path, [_picture(1.0, 1.0).transpose(0, 2, 3, 1)] * 4)
     assert rknn.init_runtime() == 0
     test = _picture(1.0, 0.0)
@@ -62,3 +72,12 @@ def test_running_sums_stay_within_half_a_step():
     running = np.cumsum(q.reshape(8, -1), axis=1) - np.cumsum(steps, axis=1)
     assert np.abs(running).max() <= 0.5 + 1e-6
     assert np.abs(dequantize(q, params) - weight).max() <= params.scale.max()
+
+
+def test_default_rounding_is_round_to_nearest(tmp_path):
+    """The default keeps round-to-nearest (the running-sum rounding measured worse on the shared
+    models, quant/weights.weight_integers): the probe's weights are the nearest integers."""
+    path = _probe(tmp_path / "probe.onnx")
+    rknn = quantized_build(path, [_picture(1.0, 1.0).transpose(0, 2, 3, 1)] * 4)
+    stored = next(i for i in rknn._model.graph.graph.initializer if i.name == "w")
+    assert np.array_equal(numpy_helper.to_array(stored)[:, 1, 1, 1], np.full(O, 20))   # 20.3 → 20
