@@ -540,6 +540,8 @@ def _entry_name(node: onnx.NodeProto, facts: GraphFacts, standalone: bool = Fals
             return "exNorm"
         if group.activation == npu_layers.ATTENTION:
             return "exSDPAttention"
+        if group.activation == npu_layers.ATTENTION_SOFTMAX:
+            return None   # an unfused attention's Softmax layer (with the bias Add before it): judged node by node
         if group.activation and op not in npu_layers.FUSING_PRODUCERS:
             return _ACTIVATION_ENTRY.get(group.activation, group.activation)
     if op == "Conv":

@@ -228,7 +228,7 @@ def executed_layers(model: RKNNModel, view: LiveGraph, chip, act_dtype: str, wei
         used.update(n.name for n in group)
         record = record_of.get(group[0].output[0]) if group[0].output else None
         record = record or _single_node_record(group[0], act_dtype)
-        if len(group) > 1 and any(_on_cpu(member, limit_cpu) for member in group[1:]):
+        if len(group) > 1 and record.op_name != _SOFTMAX_ALONE and any(_on_cpu(member, limit_cpu) for member in group[1:]):
             # a fused block the chip has no NPU entry for (attention on RK3566) runs node by node,
             # its CPU members on the CPU: rknn-toolkit2 prints exMatMul, exSoftmax13 (CPU), ...
             for member in group:
@@ -249,6 +249,10 @@ def executed_layers(model: RKNNModel, view: LiveGraph, chip, act_dtype: str, wei
 
 # what rknn-toolkit2 prints for the members of an attention block it runs node by node (RK3566)
 _PRINTED_ALONE = {"MatMul": "exMatMul", "Softmax": "exSoftmax13"}
+# the Softmax layer of an attention the chip lowers unfused (npu_layers.unfused_attention_parts):
+# one layer with the score steps before it, on the CPU whole when its Softmax is (rknn-toolkit2 on
+# RK3566 prints one exSoftmax13 CPU row per MobileSAM window attention, PP-OCRv4 rec's INT8 too)
+_SOFTMAX_ALONE = npu_layers.PRINTED_ALONE[npu_layers.ATTENTION_SOFTMAX]
 
 
 def _on_cpu(node: onnx.NodeProto, limit_cpu: frozenset[str]) -> bool:
@@ -266,7 +270,7 @@ def _target(model: RKNNModel, view: LiveGraph, group: list[onnx.NodeProto], reco
     """NPU or CPU for one layer (module docstring); ``record.target`` is the model-only placement."""
     main = group[0]
     op = main.op_type
-    if record.target == "CPU" or _on_cpu(main, limit_cpu) \
+    if record.target == "CPU" or any(_on_cpu(member, limit_cpu) for member in group) \
             or (op in CPU_OPS and op not in rules.npu_ops) or op in rules.cpu_ops:
         return "CPU"
     if op not in NPU_OPS and op not in rules.npu_ops:

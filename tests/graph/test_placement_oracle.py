@@ -154,3 +154,49 @@ def test_int8_layer_norm_stays_on_the_npu():
     model = _model(nodes, {"x": [1, 16, 32]}, [("gamma", np.ones(32, np.float32)), ("beta", np.zeros(32, np.float32))])
     for chip in ("rk3588", "rk3566"):
         assert "ln" not in _limit_cpu(model, chip, "int8"), chip
+
+
+def _window_attention_with_bias() -> onnx.ModelProto:
+    """TinyViT's window attention (MobileSAM's encoder): :func:`_attention` with q scaled before
+    q·kᵀ and a learned position bias added to the scores before the Softmax."""
+    model = _attention()
+    tokens = 16
+    bias = np.linspace(-1, 1, tokens * tokens, dtype=np.float32).reshape(1, 1, tokens, tokens)
+    nodes = []
+    for node in model.graph.node:
+        if node.name == "scale_mul":
+            node = helper.make_node("Add", ["s", "bias"], ["ss"], name="bias_add")
+        elif node.name == "qk":
+            nodes.append(helper.make_node("Mul", ["q", "scale"], ["qs"], name="q_scale"))
+            node = helper.make_node("MatMul", ["qs", "kt"], ["s"], name="qk")
+        nodes.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    model.graph.initializer.append(numpy_helper.from_array(bias, "bias"))
+    return model
+
+
+def test_unfused_attention_softmax_after_a_bias_add_runs_on_the_cpu(tmp_path):
+    """RK3566 runs attention node by node (chip data ``lowering.fused_attention: false``) and
+    rknn-toolkit2 prints ``exSoftmax13 FLOAT16 CPU`` for each of MobileSAM's 10 window Softmaxes,
+    which read the scores plus a position bias: the exSoftmax13 layer (bias Add and Softmax) is on
+    the CPU, the two exMatMul layers on the NPU."""
+    import contextlib
+    import io
+
+    from rknn.api import RKNN
+    path = tmp_path / "window_attention.onnx"
+    onnx.save(_window_attention_with_bias(), str(path))
+    rknn = RKNN()
+    rknn.config(target_platform="rk3566")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert rknn.load_onnx(model=str(path)) == 0
+        assert rknn.build(do_quantization=False) == 0
+    model = rknn._model
+    act, weight = default_dtypes(model.quantized_dtype)
+    layers = placement.executed_layers(model, placement.LiveGraph(model), get_chip("rk3566"), act, weight)
+    softmax = [layer for layer in layers if any(n.op_type == "Softmax" for n in layer.nodes)]
+    assert len(softmax) == 1 and softmax[0].record.op_name == "exSoftmax13"
+    assert softmax[0].record.target == "CPU"
+    products = [layer.record.target for layer in layers if layer.record.op_name == "exMatMul"]
+    assert products == ["NPU", "NPU"]
