@@ -64,6 +64,25 @@ def replace_input(graph: onnx.GraphProto, old: str, new: str) -> None:
                 replace_input(sub, old, new)
 
 
+def bypass_node(graph: onnx.GraphProto, node: onnx.NodeProto, source: str) -> bool:
+    """Remove ``node``, whose first output carries the same value as ``source``: its readers read
+    ``source``. When that output is a graph output, ``source``'s producer writes it under the output's
+    name instead, so the interface keeps its names. Returns False, the graph unchanged, when both names
+    are interface names (``source`` a graph output, graph input or initializer)."""
+    out = node.output[0]
+    outputs = graph_output_names(graph)
+    if out in outputs:
+        producer = next((n for n in graph.node if source in n.output), None)
+        if producer is None or source in outputs:
+            return False
+        producer.output[list(producer.output).index(source)] = out
+        replace_input(graph, source, out)
+    else:
+        replace_input(graph, out, source)
+    graph.node.remove(node)
+    return True
+
+
 def attribute(node: onnx.NodeProto, name: str, default=None):
     for attr in node.attribute:
         if attr.name == name:

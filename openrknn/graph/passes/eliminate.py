@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import onnx
 
-from openrknn.graph.passes.base import PassResult, consumers, graph_output_names, replace_input, subgraph_reads
+from openrknn.graph.passes.base import PassResult, bypass_node, consumers, graph_output_names, subgraph_reads
 
 _ALIASES = frozenset({"Identity", "Dropout"})
 
@@ -16,8 +16,6 @@ def remove_aliases(model: onnx.ModelProto) -> PassResult:
     """
     graph = model.graph
     outputs = graph_output_names(graph)
-    input_names = {v.name for v in graph.input}
-    init_names = {i.name for i in graph.initializer}
     modified = False
     for node in list(graph.node):
         if node.op_type not in _ALIASES or node.domain not in ("", "ai.onnx"):
@@ -27,19 +25,8 @@ def remove_aliases(model: onnx.ModelProto) -> PassResult:
         if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
             if consumers(graph).get(node.output[1]) or node.output[1] in outputs:
                 continue
-        source, alias = node.input[0], node.output[0]
-        if alias in outputs:
-            if source in outputs or source in input_names or source in init_names:
-                continue   # both names are part of the interface: the copy is needed
-            producer = next((n for n in graph.node if source in n.output), None)
-            if producer is None:
-                continue
-            producer.output[list(producer.output).index(source)] = alias
-            replace_input(graph, source, alias)
-        else:
-            replace_input(graph, alias, source)
-        graph.node.remove(node)
-        modified = True
+        # False when both names are part of the interface: the copy is needed
+        modified |= bypass_node(graph, node, node.input[0])
     return PassResult(model, modified)
 
 

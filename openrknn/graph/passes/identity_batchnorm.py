@@ -21,8 +21,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from openrknn.graph.passes.base import (PassResult, attribute, consumers, graph_output_names, initializers,
-                                        replace_input)
+from openrknn.graph.passes.base import PassResult, attribute, bypass_node, consumers, initializers
 
 _DEFAULTS = (1.0, 0.0, 0.0, 1.0)   # scale, bias, running mean, running variance
 
@@ -46,15 +45,4 @@ def _remove_one(graph: onnx.GraphProto, bn: onnx.NodeProto) -> bool:
         value = numpy_helper.to_array(inits[name])
         if value.dtype.kind != "f" or not np.all(value == default):
             return False
-    source, out = bn.input[0], bn.output[0]
-    outputs = graph_output_names(graph)
-    if out in outputs:
-        producer = next((n for n in graph.node if source in n.output), None)
-        if producer is None or source in outputs:
-            return False
-        producer.output[list(producer.output).index(source)] = out
-        replace_input(graph, source, out)
-    else:
-        replace_input(graph, out, source)
-    graph.node.remove(bn)
-    return True
+    return bypass_node(graph, bn, bn.input[0])

@@ -29,7 +29,7 @@ import onnx
 from onnx import numpy_helper
 
 from openrknn.graph.names import fresh_name
-from openrknn.graph.passes.base import PassResult, consumers, graph_output_names, initializers, replace_input
+from openrknn.graph.passes.base import PassResult, bypass_node, consumers, graph_output_names, initializers
 from openrknn.graph.passes.constant_folding import static_shapes
 from openrknn.graph.passes.eliminate import remove_dead_nodes
 
@@ -133,7 +133,7 @@ def _simplify_constant_add(graph: onnx.GraphProto, add: onnx.NodeProto, constant
     if list(np.broadcast_shapes(tuple(shapes[data]), value.shape)) != shapes[data]:
         return   # the constant widens x: not an elementwise no-op
     if not np.any(value != 0):
-        _drop_add(graph, add, data)
+        bypass_node(graph, add, data)   # a graph output keeps its name (``x``'s producer writes it)
         return
     per_channel = value[(slice(None), slice(None)) + (slice(0, 1),) * (value.ndim - 2)]
     if value.ndim < 3 or not np.array_equal(np.broadcast_to(per_channel, value.shape), value):
@@ -143,16 +143,3 @@ def _simplify_constant_add(graph: onnx.GraphProto, add: onnx.NodeProto, constant
     add.input[list(add.input).index(constant)] = name
     add.name = fresh_name(f"{data}_add", {n.name for n in graph.node})   # rknn-toolkit2's new node
 
-
-def _drop_add(graph: onnx.GraphProto, add: onnx.NodeProto, data: str) -> None:
-    """Readers of the Add read ``x``; a graph output keeps its name (``x``'s producer writes it)."""
-    out = add.output[0]
-    if out in graph_output_names(graph):
-        producer = next((n for n in graph.node if data in n.output), None)
-        if producer is None or data in graph_output_names(graph):
-            return
-        producer.output[list(producer.output).index(data)] = out
-        replace_input(graph, data, out)
-    else:
-        replace_input(graph, out, data)
-    graph.node.remove(add)
