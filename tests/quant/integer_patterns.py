@@ -8,11 +8,28 @@ test_asymmetric_weights.py).
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper, numpy_helper
+import onnx
+from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.graph.runner import make_session
 from openrknn.quant.numerics import QuantParams
 from openrknn.sim.quantized import lower_quantized
+from tests.helpers import quantized_build
+
+SIZE = 6   # the pictures' height and width
+
+
+def build_with_tail(tmp_path, nodes, inits, channels, out_c, seed=0, platform="rk3588", **config):
+    """``x → nodes → t → 1×1 Conv tail`` built w8a8 (rk3588 by default; ``config``: more
+    ``RKNN.config`` options); the tail keeps ``t`` an integer tensor. Returns the built model."""
+    rng = np.random.default_rng(seed)
+    inits = inits + [numpy_helper.from_array(rng.normal(0, 0.3, (4, out_c, 1, 1)).astype(np.float32), "w_tail")]
+    nodes = nodes + [helper.make_node("Conv", ["t", "w_tail"], ["y"], name="tail")]
+    graph = helper.make_graph(nodes, "exact", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, SIZE, SIZE])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
+    samples = [rng.uniform(-1, 1, (1, channels, SIZE, SIZE)).astype(np.float32) for _ in range(3)]
+    return quantized_build(tmp_path / "m.onnx", samples, target_platform=platform, **config)._model
 
 
 def params(model, name) -> QuantParams:

@@ -14,23 +14,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.sim.quantized import lower_quantized
 from rknn.api import RKNN
-from tests.helpers import quantized_build
 from tests.quant import integer_patterns as patterns
 from tests.quant import integer_reference as ref
 
-SIZE = 6
+SIZE = patterns.SIZE
 
 
 def _build(tmp_path, nodes, inits, channels, out_c, seed=0, platform="rk3588"):
-    """``x → nodes → t → 1×1 Conv tail`` built w8a8 (rk3588 by default); the tail keeps ``t`` an integer tensor."""
-    rng = np.random.default_rng(seed)
-    inits = inits + [numpy_helper.from_array(rng.normal(0, 0.3, (4, out_c, 1, 1)).astype(np.float32), "w_tail")]
-    nodes = nodes + [helper.make_node("Conv", ["t", "w_tail"], ["y"], name="tail")]
-    graph = helper.make_graph(nodes, "exact", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, SIZE, SIZE])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), tmp_path / "m.onnx")
-    samples = [rng.uniform(-1, 1, (1, channels, SIZE, SIZE)).astype(np.float32) for _ in range(3)]
-    return quantized_build(tmp_path / "m.onnx", samples, target_platform=platform)._model
+    return patterns.build_with_tail(tmp_path, nodes, inits, channels, out_c, seed, platform)
 
 
 CONV_CASES = [  # (input channels, kernel, group)
