@@ -19,10 +19,12 @@ checks it against a numpy integer reference, natively and under ``qemu-x86_64 -c
   held as uint8 with ``z + 128``, the same values). No intermediate step may saturate: onnxruntime's
   x86 u8·s8 kernels add pairs of products in 16-bit lanes (AVX2 ``vpmaddubsw``) and saturate on
   full-range int8 weights, while its VNNI and ARM kernels do not. Non-grouped Convs therefore get
-  7-bit weight halves (:func:`_seven_bit_halves`, no pair can reach 2^15); other integer layers get
-  uint8 weights (:func:`_unsigned`; u8 × u8 kernels widen before multiplying).
-* **CPU-independence.** The emitted graph uses only kernels that are exact on every instruction set
-  (the points above), and its sessions run without the graph fusions that fold float scales into
+  full-range int8 weights only where a probe of the runtime's own kernel found it exact
+  (:func:`full_range_u8s8_is_exact`, ~3x faster), else 7-bit weight halves
+  (:func:`_seven_bit_halves`, no pair can reach 2^15); other integer layers get uint8 weights
+  (:func:`_unsigned`; u8 × u8 kernels widen before multiplying).
+* **CPU-independence.** The emitted graph uses only kernels that are exact on the running CPU's
+  instruction set (the points above; the two Conv forms give the same integers), and its sessions run without the graph fusions that fold float scales into
   integer weights (``openrknn.graph.runner.EXACT_SUM_OPTIMIZERS``).
 
 :class:`IntegerArithmetic` is a mix-in of the lowering (``openrknn.sim.quantized``): it emits into the
@@ -30,6 +32,8 @@ lowering's node list through the members listed in its docstring, and decides no
 layers are integer (the layer kinds and their fallbacks stay with the lowering).
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import onnx
@@ -71,8 +75,9 @@ class IntegerArithmetic:
         raise NotImplementedError
 
     def _qlinear_conv(self, node: onnx.NodeProto) -> None:
-        """``QLinearConv`` of a non-grouped or grouped 8-bit Conv: 7-bit weight halves over the input
-        read twice (non-grouped int8), u8 × u8 otherwise; requantization inside the kernel."""
+        """``QLinearConv`` of a non-grouped or grouped 8-bit Conv: non-grouped int8 weights as they are
+        where the runtime's u8 × s8 kernel is exact, else as 7-bit halves over the input read twice;
+        u8 × u8 otherwise; requantization inside the kernel."""
         x, w, y, bias = weighted_io(node)
         w_params = self.params[w]
         channels = self.inits[w].dims[0]
@@ -85,7 +90,8 @@ class IntegerArithmetic:
         group = attrs.get("group", 1)
         source, weight = self._whole_channel_blocks(self.need_int(x), xz, weight, zero, group, y)
         if group == 1 and weight.dtype == np.int8 and not zero.any():
-            source, weight = self._twice(source), _seven_bit_halves(weight)
+            if not full_range_u8s8_is_exact():
+                source, weight = self._twice(source), _seven_bit_halves(weight)
         else:
             weight, zero = _unsigned(weight, zero)
         wz = self.const(f"{w}__wz", zero)
@@ -317,6 +323,57 @@ def _integer_kernel_is_faster(op_type: str, attrs: dict, weight: np.ndarray) -> 
     return op_type == "Conv" and attrs.get("group", 1) == 1 and weight.shape[1] % 4 == 0
 
 
+# Set to False to force the 7-bit halves whatever the runtime (the exactness guard compares both forms).
+ALLOW_FULL_RANGE_U8S8 = True
+
+
+@functools.cache
+def _u8s8_probe() -> bool:
+    from openrknn.graph.runner import make_session   # (graph/ imports nothing of sim/)
+    for channels, kernel in _PROBE_SHAPES:
+        session = make_session(_probe_graph(channels, kernel), threads=1)
+        got = session.run(None, {"x": np.full((1, channels, _PROBE_SIZE, _PROBE_SIZE), 255, np.uint8)})[0]
+        steps = np.rint(255 * 127 * channels * kernel * kernel / _PROBE_OUT_SCALE)
+        want = np.where(np.arange(_PROBE_OUTPUTS) % 2 == 0, 128 + steps, 128 - steps)
+        inside = got[0, :, kernel // 2:_PROBE_SIZE - kernel // 2, kernel // 2:_PROBE_SIZE - kernel // 2]
+        if not np.array_equal(inside, np.broadcast_to(want[:, None, None], inside.shape)):
+            return False
+    return True
+
+
+# the channel counts and kernels of the lowering's u8 × s8 Convs (an image's 3 channels padded to 4)
+_PROBE_SHAPES = ((4, 3), (64, 1), (64, 3), (512, 1))
+_PROBE_OUTPUTS, _PROBE_SIZE = 16, 10
+_PROBE_OUT_SCALE = 1 << 18   # 255·127·512·9/2^18 < 128: no output saturates
+
+
+def _probe_graph(channels: int, kernel: int) -> onnx.ModelProto:
+    """One QLinearConv u8 × s8, inputs at 255, weights at +127 (even outputs) and −127 (odd ones):
+    every pair of products reaches 64 770, past a 16-bit lane."""
+    weight = np.empty((_PROBE_OUTPUTS, channels, kernel, kernel), np.int8)
+    weight[0::2], weight[1::2] = 127, -127
+    inits = [numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+             numpy_helper.from_array(np.array(0, np.uint8), "x_zero"),
+             numpy_helper.from_array(weight, "w"),
+             numpy_helper.from_array(np.ones(_PROBE_OUTPUTS, np.float32), "w_scale"),
+             numpy_helper.from_array(np.zeros(_PROBE_OUTPUTS, np.int8), "w_zero"),
+             numpy_helper.from_array(np.array(_PROBE_OUT_SCALE, np.float32), "y_scale"),
+             numpy_helper.from_array(np.array(128, np.uint8), "y_zero")]
+    node = helper.make_node("QLinearConv", ["x", "one", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"],
+                            ["y"], pads=[kernel // 2] * 4)
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, [1, channels, _PROBE_SIZE, _PROBE_SIZE])
+    graph = helper.make_graph([node], "u8s8_probe", [x], [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, None)],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def full_range_u8s8_is_exact() -> bool:
+    """Whether this onnxruntime's u8 × s8 QLinearConv keeps full-range int8 weight sums exact (its
+    VNNI/AVX-VNNI and ARM kernels do; AVX2/AVX-512BW ``vpmaddubsw`` saturates pairs in 16 bits): a
+    probe of the kernel itself, run once per process, so an emulated CPU is judged by what it runs."""
+    return ALLOW_FULL_RANGE_U8S8 and _u8s8_probe()
+
+
 def _seven_bit_halves(weight: np.ndarray) -> np.ndarray:
     """int8 weights ``w`` as ``[w >> 1, w − (w >> 1)]`` along the input channels, both in [−64, 64]:
     with the input read twice, the same sums. Any pair of u8·s8 products is then at most
@@ -328,7 +385,8 @@ def _seven_bit_halves(weight: np.ndarray) -> np.ndarray:
 # onnxruntime's x86 kernels for uint8 activations × int8 weights add pairs of u8·s8 products in
 # 16-bit lanes (AVX2/AVX-512BW vpmaddubsw) and saturate when the weights use the full int8 range,
 # while the VNNI and ARM kernels do not: the same model gave different integers on different PCs.
-# Non-grouped Convs therefore get 7-bit weight halves (above; ~2x faster than the alternatives);
+# Non-grouped Convs therefore get 7-bit weight halves (above; ~2x faster than the alternatives) on
+# such CPUs, and their full-range weights where the probe found the kernel exact (~3x faster still);
 # other integer layers get uint8 weights (+128, zero point +128): u8 × u8 kernels widen to 16 bits
 # before multiplying, exact on every CPU, about as fast as float32. s8 × s8 kernels are exact but
 # ~5x slower.

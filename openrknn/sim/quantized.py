@@ -10,8 +10,9 @@ a second lowering for one kind is an error, a kind without one fails naming it).
 sums and requantization live in :mod:`openrknn.sim.integer_arithmetic`, with their contract; see
 docs/quantization.md for the arithmetic:
 
-* ``qconv``: ``QLinearConv`` — uint8 inputs; int8 weights of non-grouped Convs split into two 7-bit
-  halves over the input read twice (no pair of u8·s8 products can saturate a 16-bit lane), other
+* ``qconv``: ``QLinearConv`` — uint8 inputs; int8 weights of non-grouped Convs as they are where
+  the runtime's u8 × s8 kernel is exact (probed once), else split into two 7-bit halves over the
+  input read twice (no pair of u8·s8 products can saturate a 16-bit lane), other
   weights as uint8 (u8 × u8 kernels are exact on every CPU); int32 accumulation plus int32 bias, requantization ``clamp(rne(float32(acc)·M_c) + z_y)`` with
   ``M_c = s_x·s_w[c]/s_y`` per channel.
 * ``qconvt``: ConvTranspose — exact integer sums computed by a float32 ConvTranspose on the

@@ -12,6 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from openrknn.sim import integer_arithmetic
 from openrknn.sim.quantized import lower_quantized
 from rknn.api import RKNN
 from tests.quant import integer_patterns as patterns
@@ -166,15 +167,22 @@ def saturating_ops(model: onnx.ModelProto) -> list[str]:
     return found
 
 
-def test_lowered_graph_has_no_kernel_that_can_saturate(tmp_path, quant_setup):
+@pytest.mark.parametrize("runtime_probe", ["saturating kernel", "this runtime"])
+def test_lowered_graph_has_no_kernel_that_can_saturate(tmp_path, quant_setup, monkeypatch, runtime_probe):
     """Neither our lowering nor onnxruntime's optimizer hands the CPU a u8 × s8 integer op with
-    full-range weights (the lowering's u8 × s8 Convs carry 7-bit weight halves)."""
+    full-range weights when the runtime's u8 × s8 kernel saturates (the lowering's u8 × s8 Convs
+    then carry 7-bit weight halves); full-range weights only where the probe found the kernel exact."""
+    if runtime_probe == "saturating kernel":
+        monkeypatch.setattr(integer_arithmetic, "_u8s8_probe", lambda: False)
     rknn = RKNN()
     assert rknn.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]]) == 0
     assert rknn.load_onnx(model=str(quant_setup["model"])) == 0
     assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
     lowered = lower_quantized(rknn._model)
     assert "QLinearConv" in {n.op_type for n in lowered.graph.node}
+    if integer_arithmetic.full_range_u8s8_is_exact():
+        assert saturating_ops(lowered) != []     # the probe passed: the faster full-range form is used
+        return
     assert saturating_ops(lowered) == []
     import onnxruntime as ort
     from openrknn.graph import runner as sim_session

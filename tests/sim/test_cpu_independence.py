@@ -76,3 +76,16 @@ def test_rknn_gives_the_same_bits_on_an_avx2_only_cpu(tmp_path):
     emulated = np.load(tmp_path / "emulated.npy")
     assert np.unique(native).size > 8      # a real spread of values, not a saturated output
     np.testing.assert_array_equal(emulated, native)
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the emulated AVX2 CPU is an x86-64 one")
+@pytest.mark.skipif(QEMU is None, reason="qemu-x86_64 not installed (Debian package qemu-user)")
+def test_u8s8_probe_finds_the_saturating_avx2_kernel():
+    """On an AVX2 CPU without VNNI onnxruntime's u8 × s8 QLinearConv adds pairs in 16 bits: the
+    probe must say so there, so the lowering keeps the 7-bit weight halves on such CPUs."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    code = "from openrknn.sim.integer_arithmetic import full_range_u8s8_is_exact as f; print(f())"
+    done = subprocess.run([QEMU, "-cpu", "Haswell", sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"
