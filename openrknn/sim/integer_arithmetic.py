@@ -89,9 +89,12 @@ class IntegerArithmetic:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         group = attrs.get("group", 1)
         source, weight = self._whole_channel_blocks(self.need_int(x), xz, weight, zero, group, y)
-        if group == 1 and weight.dtype == np.int8 and not zero.any():
-            if not full_range_u8s8_is_exact():
-                source, weight = self._twice(source), _seven_bit_halves(weight)
+        depthwise = group > 1 and weight.shape[1] == 1 and ALLOW_DEPTHWISE
+        if weight.dtype == np.int8 and not zero.any() and (group == 1 or depthwise) \
+                and full_range_u8s8_is_exact(depthwise):
+            pass
+        elif group == 1 and weight.dtype == np.int8 and not zero.any():
+            source, weight = self._twice(source), _seven_bit_halves(weight)
         else:
             weight, zero = _unsigned(weight, zero)
         wz = self.const(f"{w}__wz", zero)
@@ -325,15 +328,17 @@ def _integer_kernel_is_faster(op_type: str, attrs: dict, weight: np.ndarray) -> 
 
 # Set to False to force the 7-bit halves whatever the runtime (the exactness guard compares both forms).
 ALLOW_FULL_RANGE_U8S8 = True
+ALLOW_DEPTHWISE = True
 
 
 @functools.cache
-def _u8s8_probe() -> bool:
+def _u8s8_probe(depthwise: bool) -> bool:
     from openrknn.graph.runner import make_session   # (graph/ imports nothing of sim/)
-    for channels, kernel in _PROBE_SHAPES:
-        session = make_session(_probe_graph(channels, kernel), threads=1)
+    for channels, kernel in (_PROBE_DEPTHWISE if depthwise else _PROBE_SHAPES):
+        group = channels if depthwise else 1
+        session = make_session(_probe_graph(channels, kernel, group), threads=1)
         got = session.run(None, {"x": np.full((1, channels, _PROBE_SIZE, _PROBE_SIZE), 255, np.uint8)})[0]
-        steps = np.rint(255 * 127 * channels * kernel * kernel / _PROBE_OUT_SCALE)
+        steps = np.rint(255 * 127 * channels // group * kernel * kernel / _PROBE_OUT_SCALE)
         want = np.where(np.arange(_PROBE_OUTPUTS) % 2 == 0, 128 + steps, 128 - steps)
         inside = got[0, :, kernel // 2:_PROBE_SIZE - kernel // 2, kernel // 2:_PROBE_SIZE - kernel // 2]
         if not np.array_equal(inside, np.broadcast_to(want[:, None, None], inside.shape)):
@@ -342,15 +347,16 @@ def _u8s8_probe() -> bool:
 
 
 # the channel counts and kernels of the lowering's u8 × s8 Convs (an image's 3 channels padded to 4)
-_PROBE_SHAPES = ((4, 3), (64, 1), (64, 3), (512, 1))
 _PROBE_OUTPUTS, _PROBE_SIZE = 16, 10
+_PROBE_SHAPES = ((4, 3), (64, 1), (64, 3), (512, 1))
+_PROBE_DEPTHWISE = ((_PROBE_OUTPUTS, 3), (_PROBE_OUTPUTS, 5))
 _PROBE_OUT_SCALE = 1 << 18   # 255·127·512·9/2^18 < 128: no output saturates
 
 
-def _probe_graph(channels: int, kernel: int) -> onnx.ModelProto:
+def _probe_graph(channels: int, kernel: int, group: int) -> onnx.ModelProto:
     """One QLinearConv u8 × s8, inputs at 255, weights at +127 (even outputs) and −127 (odd ones):
     every pair of products reaches 64 770, past a 16-bit lane."""
-    weight = np.empty((_PROBE_OUTPUTS, channels, kernel, kernel), np.int8)
+    weight = np.empty((_PROBE_OUTPUTS, channels // group, kernel, kernel), np.int8)
     weight[0::2], weight[1::2] = 127, -127
     inits = [numpy_helper.from_array(np.array(1.0, np.float32), "one"),
              numpy_helper.from_array(np.array(0, np.uint8), "x_zero"),
@@ -360,18 +366,18 @@ def _probe_graph(channels: int, kernel: int) -> onnx.ModelProto:
              numpy_helper.from_array(np.array(_PROBE_OUT_SCALE, np.float32), "y_scale"),
              numpy_helper.from_array(np.array(128, np.uint8), "y_zero")]
     node = helper.make_node("QLinearConv", ["x", "one", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"],
-                            ["y"], pads=[kernel // 2] * 4)
+                            ["y"], pads=[kernel // 2] * 4, group=group)
     x = helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, [1, channels, _PROBE_SIZE, _PROBE_SIZE])
     graph = helper.make_graph([node], "u8s8_probe", [x], [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, None)],
                               inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
-def full_range_u8s8_is_exact() -> bool:
+def full_range_u8s8_is_exact(depthwise: bool = False) -> bool:
     """Whether this onnxruntime's u8 × s8 QLinearConv keeps full-range int8 weight sums exact (its
     VNNI/AVX-VNNI and ARM kernels do; AVX2/AVX-512BW ``vpmaddubsw`` saturates pairs in 16 bits): a
     probe of the kernel itself, run once per process, so an emulated CPU is judged by what it runs."""
-    return ALLOW_FULL_RANGE_U8S8 and _u8s8_probe()
+    return ALLOW_FULL_RANGE_U8S8 and _u8s8_probe(depthwise)
 
 
 def _seven_bit_halves(weight: np.ndarray) -> np.ndarray:

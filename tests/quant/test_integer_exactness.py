@@ -167,23 +167,44 @@ def saturating_ops(model: onnx.ModelProto) -> list[str]:
     return found
 
 
+def _conv_kinds(model: onnx.ModelProto, names: list[str]) -> dict[str, str]:
+    """Node name → "plain" (non-grouped), "depthwise" or "other" for the nodes ``names``."""
+    inits = {i.name: i for i in model.graph.initializer}
+    kinds = {}
+    for node in model.graph.node:
+        name = node.name or node.output[0]
+        if name in names:
+            group = next((a.i for a in node.attribute if a.name == "group"), 1)
+            depthwise = group > 1 and node.input[3] in inits and inits[node.input[3]].dims[1] == 1
+            kinds[name] = "plain" if group == 1 else "depthwise" if depthwise else "other"
+    return kinds
+
+
+def _unprobed(model: onnx.ModelProto, names: list[str]) -> list[str]:
+    """``names`` less the u8 × s8 Convs whose kind (non-grouped / depthwise) the runtime's probe
+    found exact with full-range weights."""
+    exact = {"plain": integer_arithmetic.full_range_u8s8_is_exact(False),
+             "depthwise": integer_arithmetic.full_range_u8s8_is_exact(True), "other": False}
+    return [name for name, kind in _conv_kinds(model, names).items() if not exact[kind]]
+
+
 @pytest.mark.parametrize("runtime_probe", ["saturating kernel", "this runtime"])
 def test_lowered_graph_has_no_kernel_that_can_saturate(tmp_path, quant_setup, monkeypatch, runtime_probe):
     """Neither our lowering nor onnxruntime's optimizer hands the CPU a u8 × s8 integer op with
-    full-range weights when the runtime's u8 × s8 kernel saturates (the lowering's u8 × s8 Convs
-    then carry 7-bit weight halves); full-range weights only where the probe found the kernel exact."""
+    full-range weights unless a probe found the runtime's kernel exact for that kind of Conv
+    (else non-grouped Convs carry 7-bit weight halves, grouped ones u8 × u8)."""
     if runtime_probe == "saturating kernel":
-        monkeypatch.setattr(integer_arithmetic, "_u8s8_probe", lambda: False)
+        monkeypatch.setattr(integer_arithmetic, "_u8s8_probe", lambda depthwise: False)
     rknn = RKNN()
     assert rknn.config(target_platform="rk3588", mean_values=[[0, 0, 0]], std_values=[[255, 255, 255]]) == 0
     assert rknn.load_onnx(model=str(quant_setup["model"])) == 0
     assert rknn.build(do_quantization=True, dataset=str(quant_setup["dataset"])) == 0
     lowered = lower_quantized(rknn._model)
     assert "QLinearConv" in {n.op_type for n in lowered.graph.node}
-    if integer_arithmetic.full_range_u8s8_is_exact():
-        assert saturating_ops(lowered) != []     # the probe passed: the faster full-range form is used
-        return
-    assert saturating_ops(lowered) == []
+    full_range = saturating_ops(lowered)
+    plain = [n for n, kind in _conv_kinds(lowered, full_range).items() if kind == "plain"]
+    assert (plain != []) == integer_arithmetic.full_range_u8s8_is_exact()   # the faster form where exact
+    assert _unprobed(lowered, full_range) == []
     import onnxruntime as ort
     from openrknn.graph import runner as sim_session
     options = ort.SessionOptions()
@@ -193,7 +214,7 @@ def test_lowered_graph_has_no_kernel_that_can_saturate(tmp_path, quant_setup, mo
     ort.InferenceSession(lowered.SerializeToString(), options, providers=["CPUExecutionProvider"],
                          disabled_optimizers=sim_session.disabled_optimizers(lowered))
     optimized = onnx.load(str(tmp_path / "optimized.onnx"))
-    assert saturating_ops(optimized) == []
+    assert _unprobed(optimized, saturating_ops(optimized)) == []
     fused = {n.op_type for n in optimized.graph.node if n.op_type.startswith("QLinear")} - {"QLinearConv"}
     assert not fused, f"onnxruntime fused Q/DQ into {fused}, whose arithmetic is not the documented one"
 
