@@ -26,7 +26,7 @@ def _build(tmp_path, nodes, inits, channels, out_c, seed=0, platform="rk3588"):
 
 
 CONV_CASES = [  # (input channels, kernel, group)
-    (3, 3, 1), (16, 3, 1), (64, 3, 1), (512, 1, 1), (512, 3, 1), (16, 3, 16), (64, 3, 64), (64, 3, 4)]
+    (3, 3, 1), (16, 3, 1), (64, 3, 1), (512, 1, 1), (512, 3, 1), (16, 3, 16), (64, 3, 64), (64, 5, 64), (64, 3, 4)]
 
 
 @pytest.mark.parametrize("channels,kernel,group", CONV_CASES)
