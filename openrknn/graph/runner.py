@@ -48,10 +48,9 @@ def make_session(graph: onnx.ModelProto, threads: int = 0) -> ort.InferenceSessi
     """
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    # onnxruntime's QDQ preparation (one DequantizeLinear copy per consumer, Q/DQ pairs propagated
-    # across Transpose/Reshape/pooling for its QDQ fusions, which stay off above) only adds nodes to
-    # our graphs: the same values with 17/25/59 fewer nodes on PP-OCR cls/det/rec (4-7 % faster).
-    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    # (session.disable_quant_qdq would drop onnxruntime's DequantizeLinear copies — 17-59 fewer nodes
+    # on the OCR models, 4-7 % faster — but in onnxruntime 1.32 its layout transform then hands a
+    # graph output that a DequantizeLinear shares with an NHWC QLinearConv back as NHWC: not used.)
     if threads:
         options.intra_op_num_threads = threads
     try:
