@@ -24,8 +24,9 @@ checks it against a numpy integer reference, natively and under ``qemu-x86_64 -c
   (:func:`_seven_bit_halves`, no pair can reach 2^15); other integer layers get uint8 weights
   (:func:`_unsigned`; u8 × u8 kernels widen before multiplying).
 * **CPU-independence.** The emitted graph uses only kernels that are exact on the running CPU's
-  instruction set (the points above; the two Conv forms give the same integers), and its sessions run without the graph fusions that fold float scales into
-  integer weights (``openrknn.graph.runner.EXACT_SUM_OPTIMIZERS``).
+  instruction set (the points above; both Conv forms give the same integers), and its sessions run
+  without the graph fusions that fold float scales into integer weights
+  (``openrknn.graph.runner.EXACT_SUM_OPTIMIZERS``).
 
 :class:`IntegerArithmetic` is a mix-in of the lowering (``openrknn.sim.quantized``): it emits into the
 lowering's node list through the members listed in its docstring, and decides nothing about which
@@ -89,13 +90,12 @@ class IntegerArithmetic:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         group = attrs.get("group", 1)
         source, weight = self._whole_channel_blocks(self.need_int(x), xz, weight, zero, group, y)
-        depthwise = group > 1 and weight.shape[1] == 1 and ALLOW_DEPTHWISE
-        if weight.dtype == np.int8 and not zero.any() and (group == 1 or depthwise) \
-                and full_range_u8s8_is_exact(depthwise):
-            pass
-        elif group == 1 and weight.dtype == np.int8 and not zero.any():
+        symmetric_int8 = weight.dtype == np.int8 and not zero.any()
+        depthwise = group > 1 and weight.shape[1] == 1
+        full_range = symmetric_int8 and (group == 1 or depthwise) and full_range_u8s8_is_exact(depthwise)
+        if group == 1 and symmetric_int8 and not full_range:
             source, weight = self._twice(source), _seven_bit_halves(weight)
-        else:
+        elif not full_range:
             weight, zero = _unsigned(weight, zero)
         wz = self.const(f"{w}__wz", zero)
         inputs = [source, xs, xz, self.const(f"{w}__exact", weight), ws, wz, ys, yz] + ([bias] if bias else [])
@@ -328,11 +328,11 @@ def _integer_kernel_is_faster(op_type: str, attrs: dict, weight: np.ndarray) -> 
 
 # Set to False to force the 7-bit halves whatever the runtime (the exactness guard compares both forms).
 ALLOW_FULL_RANGE_U8S8 = True
-ALLOW_DEPTHWISE = True
 
 
 @functools.cache
 def _u8s8_probe(depthwise: bool) -> bool:
+    """Every probe shape of the kind (non-grouped / depthwise) gives the exact integers."""
     from openrknn.graph.runner import make_session   # (graph/ imports nothing of sim/)
     for channels, kernel in (_PROBE_DEPTHWISE if depthwise else _PROBE_SHAPES):
         group = channels if depthwise else 1
@@ -368,8 +368,8 @@ def _probe_graph(channels: int, kernel: int, group: int) -> onnx.ModelProto:
     node = helper.make_node("QLinearConv", ["x", "one", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"],
                             ["y"], pads=[kernel // 2] * 4, group=group)
     x = helper.make_tensor_value_info("x", onnx.TensorProto.UINT8, [1, channels, _PROBE_SIZE, _PROBE_SIZE])
-    graph = helper.make_graph([node], "u8s8_probe", [x], [helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, None)],
-                              inits)
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.UINT8, None)
+    graph = helper.make_graph([node], "u8s8_probe", [x], [y], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
@@ -377,7 +377,7 @@ def full_range_u8s8_is_exact(depthwise: bool = False) -> bool:
     """Whether this onnxruntime's u8 × s8 QLinearConv keeps full-range int8 weight sums exact (its
     VNNI/AVX-VNNI and ARM kernels do; AVX2/AVX-512BW ``vpmaddubsw`` saturates pairs in 16 bits): a
     probe of the kernel itself, run once per process, so an emulated CPU is judged by what it runs."""
-    return ALLOW_FULL_RANGE_U8S8 and _u8s8_probe(depthwise)
+    return ALLOW_FULL_RANGE_U8S8 and _u8s8_probe(bool(depthwise))
 
 
 def _seven_bit_halves(weight: np.ndarray) -> np.ndarray:

@@ -12,9 +12,10 @@ docs/quantization.md for the arithmetic:
 
 * ``qconv``: ``QLinearConv`` — uint8 inputs; int8 weights of non-grouped Convs as they are where
   the runtime's u8 × s8 kernel is exact (probed once), else split into two 7-bit halves over the
-  input read twice (no pair of u8·s8 products can saturate a 16-bit lane), other
-  weights as uint8 (u8 × u8 kernels are exact on every CPU); int32 accumulation plus int32 bias, requantization ``clamp(rne(float32(acc)·M_c) + z_y)`` with
-  ``M_c = s_x·s_w[c]/s_y`` per channel.
+  input read twice (no pair of u8·s8 products can saturate a 16-bit lane); depthwise int8 weights
+  likewise as they are where probed exact; other weights as uint8 (u8 × u8 kernels are exact on
+  every CPU); int32 accumulation plus int32 bias, requantization
+  ``clamp(rne(float32(acc)·M_c) + z_y)`` with ``M_c = s_x·s_w[c]/s_y`` per channel.
   Depthwise Convs of 5×5 and more take the ``qconvt`` path below (exact float32 sums, the same
   requantization): onnxruntime's float32 depthwise kernel is several times faster there.
 * ``qconvt``: ConvTranspose — exact integer sums computed by a float32 ConvTranspose on the
