@@ -41,6 +41,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn import log
+from openrknn.graph.runner import make_session
 from openrknn.quant.numerics import NUMPY_TYPES, QuantParams, requant_multiplier
 
 
@@ -333,7 +334,6 @@ ALLOW_FULL_RANGE_U8S8 = True
 @functools.cache
 def _u8s8_probe(depthwise: bool) -> bool:
     """Every probe shape of the kind (non-grouped / depthwise) gives the exact integers."""
-    from openrknn.graph.runner import make_session   # (graph/ imports nothing of sim/)
     for channels, kernel in (_PROBE_DEPTHWISE if depthwise else _PROBE_SHAPES):
         group = channels if depthwise else 1
         session = make_session(_probe_graph(channels, kernel, group), threads=1)
