@@ -182,15 +182,43 @@ def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:
 
 
 def requantized_before_activation(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
-    """Weighted-layer outputs the NPU requantizes to int8 inside their layer, with the range they are
-    clamped to (bounds ``±inf`` where the calibrated range is kept): the union of
-    :func:`_requantized_before_hardsigmoid` and :func:`_requantized_before_depthwise_hardswish`."""
+    """Tensors the NPU stores in int8 on a clamped range, with the range they are clamped to (bounds
+    ``±inf`` where the calibrated range is kept): the union of :func:`_requantized_before_hardsigmoid`
+    and :func:`_requantized_before_depthwise_hardswish` (weighted-layer outputs requantized inside their
+    layer) and :func:`_clamped_before_sigmoid` (a stand-alone Sigmoid layer's input)."""
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in model.graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
     found = _requantized_before_hardsigmoid(model, readers)
     found.update(_requantized_before_depthwise_hardswish(model, readers))
+    found.update(_clamped_before_sigmoid(model, readers))
+    return found
+
+
+_SIGMOID_INPUT_BOUND = 7.0   # sigmoid(±7) is within 0.001 of 0 and 1: wider inputs only coarsen the grid
+
+
+def _clamped_before_sigmoid(model: onnx.ModelProto,
+                            readers: dict[str, list[onnx.NodeProto]]) -> dict[str, tuple[float, float]]:
+    """A stored tensor read only by a Sigmoid that is a layer of its own, clamped to ``[−7, 7]``.
+
+    rknn-toolkit2 2.5.0 quantizes such a tensor on its calibrated range clamped to ``[−7, 7]`` (a
+    probe Conv → Add → stand-alone Sigmoid calibrated on ``[−34.1, 21.1]`` is given ``[−7, 7]``, one on
+    ``[−1.90, 0.92]`` keeps it), and it clamps a range handed in its config the same way. PP-OCRv3 det's
+    output ``ConvTranspose → Add → Sigmoid``: the vendor's simulator feeds the Sigmoid ``elementwise_add_11``
+    on the grid of ``[−7, 7]`` (step 0.055) where the calibrated ``[−190, 90]`` gives steps of 1.1. A
+    Sigmoid fused into the layer before it (``ConvSigmoid``) reads the exact sum and gets no clamp."""
+    same_layer = npu_layers.same_layer_pairs(model.graph)
+    internal = npu_layers.internal_tensors(model.graph)
+    produced = {o for node in model.graph.node for o in node.output}
+    found: dict[str, tuple[float, float]] = {}
+    for node in model.graph.node:
+        if node.op_type != "Sigmoid" or not node.input or _key(node) in same_layer:
+            continue
+        source = node.input[0]
+        if source in produced and source not in internal and len(readers.get(source, [])) == 1:
+            found[source] = (-_SIGMOID_INPUT_BOUND, _SIGMOID_INPUT_BOUND)
     return found
 
 
