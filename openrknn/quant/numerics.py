@@ -112,7 +112,8 @@ def qrange(dtype: str, qtype: str = "asymmetric_quantized") -> tuple[int, int]:
 def asymmetric(lo: np.ndarray, hi: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """Scale and zero point covering ``[lo, hi]`` (widened to contain 0, so 0 is exact).
 
-    ``s = (hi − lo) / (q_max − q_min)``, ``z = clamp(q_min − round(lo / s), q_min, q_max)``.
+    ``s = (hi − lo) / (q_max − q_min)``, ``z = clamp(q_min − round(lo / s), q_min, q_max)`` with ``s`` in
+    float64 (returned as float32).
     """
     qmin, qmax = qrange(dtype)
     lo = np.minimum(np.asarray(lo, np.float64), 0.0)
