@@ -203,12 +203,13 @@ def _clamped_before_sigmoid(model: onnx.ModelProto,
                             readers: dict[str, list[onnx.NodeProto]]) -> dict[str, tuple[float, float]]:
     """A stored tensor read only by a Sigmoid that is a layer of its own, clamped to ``[−7, 7]``.
 
-    rknn-toolkit2 2.5.0 quantizes such a tensor on its calibrated range clamped to ``[−7, 7]`` (a
-    probe Conv → Add → stand-alone Sigmoid calibrated on ``[−34.1, 21.1]`` is given ``[−7, 7]``, one on
-    ``[−1.90, 0.92]`` keeps it), and it clamps a range handed in its config the same way. PP-OCRv3 det's
-    output ``ConvTranspose → Add → Sigmoid``: the vendor's simulator feeds the Sigmoid ``elementwise_add_11``
-    on the grid of ``[−7, 7]`` (step 0.055) where the calibrated ``[−190, 90]`` gives steps of 1.1. A
-    Sigmoid fused into the layer before it (``ConvSigmoid``) reads the exact sum and gets no clamp."""
+    rknn-toolkit2 2.5.0's config gives a Sigmoid's input its calibrated range clamped to ``[−7, 7]``
+    (probe Conv → Add → Sigmoid: ``[−34.1, 21.1]`` becomes ``[−7, 7]``, ``[−1.90, 0.92]`` stays), and it
+    clamps a range handed in the config the same way. Where the Sigmoid is a layer of its own, its
+    simulator quantizes the input on that range: PP-OCRv3 det's output ``ConvTranspose → Add → Sigmoid``
+    reads ``elementwise_add_11`` on the grid of ``[−7, 7]`` (step 0.055) where the calibrated
+    ``[−190, 90]`` gives steps of 1.1. A Sigmoid fused into the layer before it (``ConvSigmoid``, the
+    probe) reads the exact sum: the clamped range is never used there, and openrknn stores nothing."""
     same_layer = npu_layers.same_layer_pairs(model.graph)
     internal = npu_layers.internal_tensors(model.graph)
     produced = {o for node in model.graph.node for o in node.output}
