@@ -95,21 +95,11 @@ def read_snapshot(folder: str) -> dict[str, np.ndarray]:
             for path in glob.glob(os.path.join(folder, "simulator", "npy", "*.npy"))}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(REPO.parent / "shared"))
-    parser.add_argument("--model", default="cls")
-    parser.add_argument("--algorithm", default="normal")
-    parser.add_argument("--toolchain-python", default=os.environ.get(rockchip.ENV_VAR))
-    parser.add_argument("--keep", help="keep the work folder here")
-    parser.add_argument("--all", action="store_true")
-    parser.add_argument("--weight-qtype", default="asymmetric_quantized")
-    parser.add_argument("--reuse", action="store_true", help="reuse the vendor's dumps in --keep (same build)")
-    args = parser.parse_args(argv)
-    python, _ = rockchip.find_toolchain(args.toolchain_python)
-    spec, data = MODELS[args.model], Path(args.data)
+def prepare_build(data: Path, model_key: str, algorithm: str, weight_qtype: str, work: str):
+    """openrknn's build of ``model_key`` (calibration pictures and one held-out picture written into
+    ``work``): returns (the RKNN object, the dataset file, the held-out picture)."""
+    spec = MODELS[model_key]
     onnx_path = str(data / "models" / "onnx" / spec["file"])
-    work = args.keep or tempfile.mkdtemp(prefix="vendor-layers-")
     os.makedirs(work, exist_ok=True)
     names = []
     for k, img in enumerate(pictures(data, spec, CALIBRATION, seed=0)):
@@ -123,10 +113,27 @@ def main(argv: list[str] | None = None) -> int:
     input_name = onnx.load(onnx_path).graph.input[0].name
     rknn = RKNN()
     rknn.config(mean_values=[spec["mean"]], std_values=[spec["std"]], target_platform="rk3588",
-                quantized_algorithm="normal" if args.algorithm == "auto_hybrid" else args.algorithm,
-                auto_hybrid_cos_thresh=0.995, weight_qtype=args.weight_qtype)
+                quantized_algorithm="normal" if algorithm == "auto_hybrid" else algorithm,
+                auto_hybrid_cos_thresh=0.995, weight_qtype=weight_qtype)
     rknn.load_onnx(model=onnx_path, inputs=[input_name], input_size_list=[[1, 3, *spec["size"]]])
-    assert rknn.build(do_quantization=True, dataset=dataset, auto_hybrid=args.algorithm == "auto_hybrid") == 0
+    assert rknn.build(do_quantization=True, dataset=dataset, auto_hybrid=algorithm == "auto_hybrid") == 0
+    return rknn, dataset, image
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(REPO.parent / "shared"))
+    parser.add_argument("--model", default="cls")
+    parser.add_argument("--algorithm", default="normal")
+    parser.add_argument("--toolchain-python", default=os.environ.get(rockchip.ENV_VAR))
+    parser.add_argument("--keep", help="keep the work folder here")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--weight-qtype", default="asymmetric_quantized")
+    parser.add_argument("--reuse", action="store_true", help="reuse the vendor's dumps in --keep (same build)")
+    args = parser.parse_args(argv)
+    python, _ = rockchip.find_toolchain(args.toolchain_python)
+    work = args.keep or tempfile.mkdtemp(prefix="vendor-layers-")
+    rknn, dataset, image = prepare_build(Path(args.data), args.model, args.algorithm, args.weight_qtype, work)
     model = rknn._model
     feeds = _read_inputs(model, [image], rknn._cfg())
     simulated = _run_all(_expose_quantized(_lowered(model)), feeds)

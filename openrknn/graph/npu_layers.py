@@ -957,9 +957,11 @@ def global_average_pool_stages(height: int, width: int) -> list[PoolStage]:
     layer) when both are at most 7, else a cascade of pooling stages, each stored in int8.
 
     Measured on its simulator (PP-OCR classifier, ten pools 12×96, 3×96, 2×96, 1×48; every stage
-    equal integer for integer): each dimension shrinks per stage from ``n`` to ``ceil(n/7)`` with a
-    kernel ``ceil(n/out)`` and the missing ``out·kernel − n`` positions as zero padding, the smaller
-    half before; a dimension already at 1 takes kernel 1; every stage multiplies its window sum by
+    equal integer for integer; PP-OCRv3 det's 15×15 and 120×120 → 18×18 → 3×3 pools, read from its
+    per-layer sessions): each dimension shrinks per stage from ``n`` to ``out = ceil(n/7)`` with a
+    kernel (and stride) of 7 — ``n`` itself on the last stage — and the missing ``7·out − n`` positions
+    as zero padding, the smaller half before (15 → 3 pools the windows 4, 7, 4 wide, not 5, 5, 5;
+    18 → 3 the windows 6, 7, 5); a dimension already at 1 takes kernel 1; every stage multiplies its window sum by
     the same ``(H·W)^(−1/stages)``. The vendor names the stored stages ``{node}_2convJ`` (J counts all
     but the last stage, which is the output; an unnamed node is ``GlobalAveragePool@K``, K counting
     the graph's GlobalAveragePool nodes)."""
@@ -970,7 +972,7 @@ def global_average_pool_stages(height: int, width: int) -> list[PoolStage]:
         out: list[tuple[int, int]] = []
         while n > 1:
             size = math.ceil(n / GLOBAL_POOL_LIMIT)
-            kernel = math.ceil(n / size)
+            kernel = GLOBAL_POOL_LIMIT if size > 1 else n
             out.append((kernel, size * kernel - n))
             n = size
         return out

@@ -182,15 +182,44 @@ def unstored_fused_outputs(model: onnx.ModelProto) -> set[str]:
 
 
 def requantized_before_activation(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
-    """Weighted-layer outputs the NPU requantizes to int8 inside their layer, with the range they are
-    clamped to (bounds ``±inf`` where the calibrated range is kept): the union of
-    :func:`_requantized_before_hardsigmoid` and :func:`_requantized_before_depthwise_hardswish`."""
+    """Tensors the NPU stores in int8 on a clamped range, with the range they are clamped to (bounds
+    ``±inf`` where the calibrated range is kept): the union of :func:`_requantized_before_hardsigmoid`
+    and :func:`_requantized_before_depthwise_hardswish` (weighted-layer outputs requantized inside their
+    layer) and :func:`_clamped_before_sigmoid` (a stand-alone Sigmoid layer's input)."""
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in model.graph.node:
         for name in node.input:
             readers.setdefault(name, []).append(node)
     found = _requantized_before_hardsigmoid(model, readers)
     found.update(_requantized_before_depthwise_hardswish(model, readers))
+    found.update(_clamped_before_sigmoid(model, readers))
+    return found
+
+
+_SIGMOID_INPUT_BOUND = 7.0   # sigmoid(±7) is within 0.001 of 0 and 1: wider inputs only coarsen the grid
+
+
+def _clamped_before_sigmoid(model: onnx.ModelProto,
+                            readers: dict[str, list[onnx.NodeProto]]) -> dict[str, tuple[float, float]]:
+    """A stored tensor read only by a Sigmoid that is a layer of its own, clamped to ``[−7, 7]``.
+
+    rknn-toolkit2 2.5.0's config gives a Sigmoid's input its calibrated range clamped to ``[−7, 7]``
+    (probe Conv → Add → Sigmoid: ``[−34.1, 21.1]`` becomes ``[−7, 7]``, ``[−1.90, 0.92]`` stays), and it
+    clamps a range handed in the config the same way. Where the Sigmoid is a layer of its own, its
+    simulator quantizes the input on that range: PP-OCRv3 det's output ``ConvTranspose → Add → Sigmoid``
+    reads ``elementwise_add_11`` on the grid of ``[−7, 7]`` (step 0.055) where the calibrated
+    ``[−190, 90]`` gives steps of 1.1. A Sigmoid fused into the layer before it (``ConvSigmoid``, the
+    probe) reads the exact sum: the clamped range is never used there, and openrknn stores nothing."""
+    same_layer = npu_layers.same_layer_pairs(model.graph)
+    internal = npu_layers.internal_tensors(model.graph)
+    produced = {o for node in model.graph.node for o in node.output}
+    found: dict[str, tuple[float, float]] = {}
+    for node in model.graph.node:
+        if node.op_type != "Sigmoid" or not node.input or _key(node) in same_layer:
+            continue
+        source = node.input[0]
+        if source in produced and source not in internal and len(readers.get(source, [])) == 1:
+            found[source] = (-_SIGMOID_INPUT_BOUND, _SIGMOID_INPUT_BOUND)
     return found
 
 

@@ -112,14 +112,17 @@ def qrange(dtype: str, qtype: str = "asymmetric_quantized") -> tuple[int, int]:
 def asymmetric(lo: np.ndarray, hi: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """Scale and zero point covering ``[lo, hi]`` (widened to contain 0, so 0 is exact).
 
-    ``s = (hi − lo) / (q_max − q_min)``, ``z = clamp(q_min − round(lo / s), q_min, q_max)``.
+    ``s = (hi − lo) / (q_max − q_min)``, ``z = clamp(q_min − round(lo / s), q_min, q_max)`` with ``s`` in
+    float64 (returned as float32).
     """
     qmin, qmax = qrange(dtype)
     lo = np.minimum(np.asarray(lo, np.float64), 0.0)
     hi = np.maximum(np.asarray(hi, np.float64), 0.0)
-    scale = _scale_floor((hi - lo) / (qmax - qmin)).astype(np.float32)
-    zero = np.clip(qmin - np.rint(lo / scale), qmin, qmax).astype(np.int64)
-    return np.atleast_1d(scale), np.atleast_1d(zero)
+    exact_scale = _scale_floor((hi - lo) / (qmax - qmin))
+    # the zero point from the float64 scale, as rknn-toolkit2 derives it: a range symmetric about 0
+    # lands exactly on a tie (−7/(14/255) = −127.5 → z = 0), which the float32 scale can tip (z = −1)
+    zero = np.clip(qmin - np.rint(lo / exact_scale), qmin, qmax).astype(np.int64)
+    return np.atleast_1d(exact_scale.astype(np.float32)), np.atleast_1d(zero)
 
 
 def symmetric(absmax: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray]:

@@ -17,7 +17,20 @@ def test_stage_plan_is_the_vendors():
     assert [s.kernel for s in stages] == [(3, 7), (1, 7), (1, 2)]
     assert stages[0].pads == (0, 1, 0, 1)
     assert np.isclose(stages[0].factor, 288 ** (-1 / 3))
-    assert [s.kernel for s in npu_layers.global_average_pool_stages(12, 96)] == [(6, 7), (2, 7), (1, 2)]
+    # 12 → 2: a 7-wide window over one padded position (the same sums as two windows of 6)
+    assert [s.kernel for s in npu_layers.global_average_pool_stages(12, 96)] == [(7, 7), (2, 7), (1, 2)]
+    assert npu_layers.global_average_pool_stages(12, 96)[0].pads == (1, 1, 1, 1)
+
+
+def test_stage_windows_are_seven_wide_as_the_vendors():
+    """PP-OCRv3 det's SE pools, read from the vendor simulator's sessions: 15×15 runs a 7×7 kernel with
+    3 padded positions each side (windows 4, 7, 4 wide, not 5, 5, 5), then 3×3; 120×120 → 18×18 (7×7,
+    pads 3/3) → 3×3 (7×7, pads 1/2) → 1."""
+    fifteen = npu_layers.global_average_pool_stages(15, 15)
+    assert [(s.kernel, s.pads) for s in fifteen] == [((7, 7), (3, 3, 3, 3)), ((3, 3), (0, 0, 0, 0))]
+    assert np.isclose(fifteen[0].factor, 1 / 15)
+    wide = npu_layers.global_average_pool_stages(120, 120)
+    assert [(s.kernel, s.pads) for s in wide] == [((7, 7), (3, 3, 3, 3)), ((7, 7), (1, 1, 2, 2)), ((3, 3), (0, 0, 0, 0))]
     assert [s.kernel for s in npu_layers.global_average_pool_stages(1, 48)] == [(1, 7), (1, 7)]
     assert npu_layers.global_average_pool_stages(1, 48)[0].pads == (0, 0, 0, 1)
     assert npu_layers.global_average_pool_stages(7, 7) == []
