@@ -171,13 +171,17 @@ def ours(job: dict, work: Path) -> dict:
         # what the layers store: the record's stored tensors and the graph inputs
         records = npu_layers.model_records(r._model)
         stored = [t.name for t in r._model.inputs] + [t for rec in records if rec.kind != "alias" for t in rec.stored]
+        # a cascaded GlobalAveragePool stores its stages too (npu_layers.global_average_pool_stages),
+        # openrknn as `<out>__pool_stage<j>`, rknn-toolkit2 as `<node>_2conv<j>`: compared under the latter
+        stages = npu_layers.vendor_pool_stage_names(r._model.graph)
+        stored += list(stages)
         scales = {}
         if job["quant"]:
             s = RKNN()
             assert configure(s) == 0
             assert s.hybrid_quantization_step1(dataset=job["dataset"]) == 0
             scales = scales_of(next(work.glob("*.quantization.cfg"), work / "none"))
-        return {"rows": rows, "scales": scales, "stored": stored, "aliases": vendor_style_names(records)}
+        return {"rows": rows, "scales": scales, "stored": stored, "aliases": {**vendor_style_names(records), **stages}}
     finally:
         os.chdir(here)
 
@@ -214,9 +218,10 @@ def vendor(job: dict, work: Path, venv: Path) -> dict:
 
 
 # Suffixes rknn-toolkit2 gives the tensors it creates while lowering (a reshape around a layer, a
-# second output, the stages of a global pooling, a type conversion) and openrknn's input stage:
+# second output, a type conversion) and openrknn's input stage:
 # stripped before names are compared, so a tensor counts as common when both store its ONNX origin.
-_DERIVED = re.compile(r"(_exSecondary|-rs|_rs|_tp|_sw|_mm|_2conv\d+|_2ln|_sdpa|#\d+|__cvt\w*|_cvt\w*|__scaled)$")
+# A global pool's stages (`<node>_2conv<j>`) keep their names: each is a tensor of its own, matched by name.
+_DERIVED = re.compile(r"(_exSecondary|-rs|_rs|_tp|_sw|_mm|_2ln|_sdpa|#\d+|__cvt\w*|_cvt\w*|__scaled)$")
 
 
 def origin(name: str) -> str:

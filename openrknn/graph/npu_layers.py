@@ -957,10 +957,13 @@ def global_average_pool_stages(height: int, width: int) -> list[PoolStage]:
     layer) when both are at most 7, else a cascade of pooling stages, each stored in int8.
 
     Measured on its simulator (PP-OCR classifier, ten pools 12×96, 3×96, 2×96, 1×48; every stage
-    equal integer for integer): each dimension shrinks per stage from ``n`` to ``ceil(n/7)`` with a
-    kernel ``ceil(n/out)`` and the missing ``out·kernel − n`` positions as zero padding, the smaller
-    half before; a dimension already at 1 takes kernel 1; every stage multiplies its window sum by
-    the same ``(H·W)^(−1/stages)``. The vendor names the stored stages ``{node}_2convJ`` (J counts all
+    equal integer for integer) and on a probe (pools over 48², 24², 16², 12², 10²: its layer table
+    prints a 7×7 depthwise kernel for the first stage of each, and each first stage's calibrated range
+    in the ``hybrid_quantization_step1`` config is the one this plan computes, to 7 digits; a kernel
+    ``ceil(n/out)`` — 6 for 24, 16, 12 — gave other ranges): each dimension shrinks per stage from
+    ``n`` to ``ceil(n/7)`` with a kernel ``min(n, 7)`` and the missing ``out·kernel − n`` positions as
+    zero padding, the smaller half before; a dimension already at 1 takes kernel 1; every stage
+    multiplies its window sum by the same ``(H·W)^(−1/stages)``. The vendor names the stored stages ``{node}_2convJ`` (J counts all
     but the last stage, which is the output; an unnamed node is ``GlobalAveragePool@K``, K counting
     the graph's GlobalAveragePool nodes)."""
     if height <= GLOBAL_POOL_LIMIT and width <= GLOBAL_POOL_LIMIT:
@@ -970,7 +973,7 @@ def global_average_pool_stages(height: int, width: int) -> list[PoolStage]:
         out: list[tuple[int, int]] = []
         while n > 1:
             size = math.ceil(n / GLOBAL_POOL_LIMIT)
-            kernel = math.ceil(n / size)
+            kernel = min(n, GLOBAL_POOL_LIMIT)
             out.append((kernel, size * kernel - n))
             n = size
         return out

@@ -99,12 +99,13 @@ def opset(model: onnx.ModelProto) -> int:
 
 
 def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozenset[str] = frozenset(),
-         average_pool_shares_input: bool = False) -> Plan:
+         average_pool_shares_input: bool = True) -> Plan:
     """Give every node of ``model`` a kind (in place) and return what must be quantized.
 
     ``float_layers`` (hybrid quantization) names nodes forced to float16: their weights stay float.
     ``average_pool_shares_input``: an AveragePool's output takes its input's parameters, as
-    rknn-toolkit2 2.5.0 calibrates it (off by default: it costs accuracy, see :func:`_share_like_rknn`).
+    rknn-toolkit2 2.5.0 calibrates it (the default; False keeps the pool's own range, see
+    :func:`_share_like_rknn`).
     """
     plan = Plan(float_tensors=float_tensor_names(model))
     inits = {i.name: i for i in model.graph.initializer}
@@ -302,7 +303,7 @@ _BACKWARD_SHARED = frozenset({"Resize", "Upsample"})
 _AVERAGE_POOL = "AveragePool"
 
 
-def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_shares_input: bool = False) -> None:
+def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_shares_input: bool = True) -> None:
     """Add the parameter sharing rknn-toolkit2's calibration applies between separate integer layers
     to ``plan.shared`` (measured, rknn-toolkit2 2.5.0, rk3588, probe graphs):
 
@@ -311,10 +312,12 @@ def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_sha
       producer saturates (rexnet's SE ``Mul`` → ReLU6, regnet's grouped ``Concat`` → ReLU);
     * :data:`_BACKWARD_SHARED` (an FPN's ``Relu`` → ``Resize``: the Relu stores the Resize's
       narrower range);
-    * with ``average_pool_shares_input``, an AveragePool's output takes its input's parameters
-      (resnet-d shortcuts, PP-OCRv4 rec's pooling before the neck). Not the default: the pooled
-      range is narrower, and the input's coarser step cost PP-OCRv4 rec 0.98650 → 0.98611 int8
-      cosine (``bench/quant_quality.py``).
+    * with ``average_pool_shares_input`` (the default), an AveragePool's output takes its input's
+      parameters, whatever its kernel, stride, padding, ``ceil_mode`` or ``count_include_pad`` and
+      whatever else reads the input (probes: kernel 2/3/5, 3×2, padded with and without
+      ``count_include_pad``, after a Relu or a bare Conv; resnet-d shortcuts, PP-OCRv4 rec's pool).
+      The pooled range is narrower, so the input's coarser step costs a little accuracy
+      (docs/fidelity.md) — as on the board.
 
     Only between tensors an integer layer writes, and only into a tensor this layer alone reads
     (no other data reader, not a graph output) that no rule has already tied to another."""

@@ -5,8 +5,8 @@
   Slice keeps its input's;
 * a Relu/Clip that is a layer of its own gives its input its parameters (the producer saturates);
 * a Resize's input takes the Resize's parameters when nothing else reads it, else the output
-  takes the input's; an AveragePool's output always takes its input's (an option here: it costs
-  accuracy, ``QuantSettings.average_pool_shares_input``).
+  takes the input's; an AveragePool's output always takes its input's (the default; its own range
+  on request, ``QuantSettings(average_pool_shares_input=False)``).
 """
 from __future__ import annotations
 
@@ -123,7 +123,38 @@ def test_resize_shares_its_inputs_parameters(tmp_path):
     assert np.isclose(_scale(rknn, "r2"), ranges["r2"][1] / 255, rtol=1e-4)
 
 
-def test_average_pool_shares_its_inputs_parameters_on_request():
+def test_average_pool_shares_its_inputs_parameters_by_default(tmp_path):
+    """rknn-toolkit2 2.5.0 gives every AveragePool's output its input's parameters, whatever the
+    pool's attributes and whatever else reads the input. Its ``hybrid_quantization_step1`` config of
+    a probe (Conv+Relu → AveragePool → Conv, rk3588, 4 random inputs) has input scale = output scale
+    for kernel 2 stride 2 (0.022647, the pooled range [0, 2.689] of the input's [0, 5.775]); the same
+    with ``ceil_mode=1, count_include_pad=0`` (resnet-d's shortcut, 0.023229); kernel 3 stride 1 pad 1
+    with and without ``count_include_pad`` (0.022970, 0.021545; the latter a CPU layer); kernel 3×2
+    stride 3×2 (PP-OCRv4 rec's pool, 0.024533); kernel 5 stride 5 (0.027760); after a Conv without
+    activation (0.046338). The oracle corpus: resnet18d's three ``downsample`` pools (their input
+    also read by a Conv) and PP-OCRv4 rec's pool (read by a Conv and a Concat) the same."""
+    inits: list = []
+    nodes = [_conv("x", "c1", 3, 8, inits), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("AveragePool", ["r1"], ["ap1"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1,
+                              count_include_pad=0),
+             _conv("ap1", "y1", 8, 4, inits), _conv("r1", "y2", 8, 4, inits),   # the input read by a Conv too
+             _conv("x", "c2", 3, 8, inits),
+             helper.make_node("AveragePool", ["c2"], ["ap2"], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
+                              count_include_pad=1),
+             _conv("ap2", "y3", 8, 4, inits)]
+    rknn, path, samples = _build(tmp_path, nodes, inits, ["y1", "y2", "y3"])
+    ranges = _float_ranges(path, samples, ["r1", "ap1", "c2", "ap2"])
+    assert ranges["ap1"][1] < 0.99 * ranges["r1"][1], "the probe needs a narrower pooled range"
+    assert _params(rknn, "ap1") == _params(rknn, "r1")
+    assert np.isclose(_scale(rknn, "ap1"), ranges["r1"][1] / 255, rtol=1e-4)
+    assert _params(rknn, "ap2") == _params(rknn, "c2")
+    assert rknn.init_runtime() == 0
+    got = rknn.inference(inputs=[samples[0]], data_format="nchw")
+    expected = reference_session(path).run(None, {"x": samples[0]})
+    assert min(cosine(g, e) for g, e in zip(got, expected)) > 0.999
+
+
+def test_average_pool_keeps_its_own_range_on_request():
     inits: list = []
     nodes = [_conv("x", "c", 3, 8, inits),
              helper.make_node("AveragePool", ["c"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
@@ -131,8 +162,8 @@ def test_average_pool_shares_its_inputs_parameters_on_request():
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], inits)
     model = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
-    assert ("ap", "c") not in annotate.mark(model, True).shared   # the default: the pool's own range
-    assert ("ap", "c") in annotate.mark(model, True, average_pool_shares_input=True).shared
+    assert ("ap", "c") in annotate.mark(model, True).shared   # the default: the input's parameters
+    assert ("ap", "c") not in annotate.mark(model, True, average_pool_shares_input=False).shared
 
 
 def test_shared_parameters_resolve_chains_in_any_order():
