@@ -73,6 +73,21 @@ def test_deep_conv_is_split_with_its_activation_on_the_last_tile():
     assert not split_wide_convs(untouched, 3072, 1).modified
 
 
+def test_running_sums_of_four_tiles_carry_the_vendors_names():
+    """resnet50 float16 on rk3588 (oracle corpus): rknn-toolkit2 splits layer4's 512×3×3 Convs into
+    four tiles and stores the running sums as ``<output>_tile0_conv_add`` and ``<output>_tile2_conv_add``
+    (its Feature Tensor table; the second tile's Conv as ``<output>_tile1_conv``), the last sum being
+    the Conv's output."""
+    model = optimize(_conv_model(512, relu=False), 3)
+    x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    before = _run(model, x)
+    assert split_wide_convs(model, 3072, 2).modified   # float16 weights: 160 + 160 + 160 + 32 channels
+    outputs = [o for n in model.graph.node for o in n.output]
+    assert {"c_tile1_conv", "c_tile0_conv_add", "c_tile2_conv_add"} <= set(outputs)
+    assert outputs[-1] == "c"
+    np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+
+
 def test_residual_add_after_a_split_conv_is_its_own_layer():
     """ResNet layer4: the tiles' ConvAdd takes the partial sum, the residual is ``AddRelu``."""
     model = optimize(_conv_model(512, residual=True), 3)
