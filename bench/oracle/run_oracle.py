@@ -232,6 +232,20 @@ def origin(name: str) -> str:
     return name
 
 
+def _scales_by_origin(scales: dict[str, float]) -> dict[str, float]:
+    """Scales by stored tensor, as :func:`compare` counts the stored tensors: under the tensor's own
+    name, else under its ONNX origin when every derived name of it (rknn-toolkit2's ``-rs``, ``_sw``,
+    ``#1`` … of a reshaped or swapped copy: a transformer's tensors) has one scale; an origin whose
+    derived names disagree is left out."""
+    derived: dict[str, set[float]] = {}
+    for name, value in scales.items():
+        if origin(name) != name:
+            derived.setdefault(origin(name), set()).add(round(float(value), 12))
+    found = {base: next(iter(values)) for base, values in derived.items() if len(values) == 1}
+    found.update(scales)
+    return found
+
+
 def compare(theirs: dict, mine: dict) -> dict:
     hist_t = collections.Counter(f"{r[0]} {r[1]}" for r in theirs["rows"])
     hist_o = collections.Counter(f"{r[0]} {r[1]}" for r in mine["rows"])
@@ -246,7 +260,8 @@ def compare(theirs: dict, mine: dict) -> dict:
     common = sorted(vt & vo)
     out.update({"stored_rknn": len(vt), "stored_openrknn": len(vo), "stored_common": len(common),
                 "only_rknn": sorted(vt - vo), "only_openrknn": sorted(vo - vt)})
-    st, so = theirs["scales"], {named.get(k, k): v for k, v in mine["scales"].items()}
+    st, so = (_scales_by_origin(theirs["scales"]),
+              _scales_by_origin({named.get(k, k): v for k, v in mine["scales"].items()}))
     if st:
         scaled = [n for n in common if n in st and n in so]
         out.update({"scales_compared": len(scaled),

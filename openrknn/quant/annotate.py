@@ -280,19 +280,23 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
 
 
 def channel_piece(node: onnx.NodeProto, inits) -> bool:
-    """Whether ``node`` cuts channels out of a 4-D tensor: a Split on axis 1, or a Slice on axis 1 with
-    step 1. rknn-toolkit2 2.5.0 calibrates each such piece on its own range (probe graphs: a Split, two
-    sibling Slices and a C2f-style Slice of a ConvRelu each store the piece's own maximum; the deep
-    Conv split's ``x_split``/``x_split_o1`` in resnet18 too), while a strided spatial Slice (yolox's
-    Focus) keeps its input's parameters."""
+    """Whether ``node`` cuts a piece out of a tensor that rknn-toolkit2 2.5.0 calibrates on its own
+    range: a Split on any axis, or a Slice with step 1 on axis 1 (channels) or axis 0. Probe graphs:
+    a Split on axis 1, two sibling Slices and a C2f-style Slice of a ConvRelu each store the piece's
+    own maximum, and so do the deep Conv split's ``x_split``/``x_split_o1`` in resnet18; a Split on
+    axis 2 (H) of a ConvRelu (piece 0.008842 where the parent is 0.009092) and on the last axis of a
+    5-D Sigmoid output, yolov5's decode (pieces 0.003272 and 0.003349, the parent 0.003480) too; PP-OCRv4
+    rec's q/k/v Slices on axis 0, which it runs as one ``Split`` (oracle corpus). A Slice along H or W —
+    strided (yolox's Focus) or not (probe: a W slice keeps 0.007058, its own range would be 0.006055) —
+    keeps its input's parameters."""
     if node.op_type == "Split":
-        return _attr(node, "axis", 0) in (1, -3)
+        return True
     if node.op_type != "Slice" or len(node.input) < 4 or not node.input[3] or node.input[3] not in inits:
         return False
     axes = numpy_helper.to_array(inits[node.input[3]]).reshape(-1).tolist()
     steps = ([1] * len(axes) if len(node.input) < 5 or not node.input[4]
              else numpy_helper.to_array(inits[node.input[4]]).reshape(-1).tolist() if node.input[4] in inits else None)
-    return axes in ([1], [-3]) and steps == [1]
+    return axes in ([0], [1], [-3]) and steps == [1]
 
 
 # Layers that move values without widening them and share one quantization with their input
