@@ -246,6 +246,11 @@ def _scales_by_origin(scales: dict[str, float]) -> dict[str, float]:
     return found
 
 
+def _close(mine: float, theirs: float) -> bool:
+    """Scales within 0.5 %; an all-zero tensor's scale (rknn-toolkit2 0, openrknn a tiny floor) counts equal."""
+    return abs(mine - theirs) <= 0.005 * abs(theirs) or max(abs(mine), abs(theirs)) < 1e-12
+
+
 def compare(theirs: dict, mine: dict) -> dict:
     hist_t = collections.Counter(f"{r[0]} {r[1]}" for r in theirs["rows"])
     hist_o = collections.Counter(f"{r[0]} {r[1]}" for r in mine["rows"])
@@ -265,7 +270,7 @@ def compare(theirs: dict, mine: dict) -> dict:
     if st:
         scaled = [n for n in common if n in st and n in so]
         out.update({"scales_compared": len(scaled),
-                    "scales_close": sum(1 for n in scaled if abs(so[n] / st[n] - 1) <= 0.005)})
+                    "scales_close": sum(1 for n in scaled if _close(so[n], st[n]))})
     return out
 
 
