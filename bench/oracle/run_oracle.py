@@ -171,13 +171,17 @@ def ours(job: dict, work: Path) -> dict:
         # what the layers store: the record's stored tensors and the graph inputs
         records = npu_layers.model_records(r._model)
         stored = [t.name for t in r._model.inputs] + [t for rec in records if rec.kind != "alias" for t in rec.stored]
+        # a cascaded GlobalAveragePool stores its stages too (npu_layers.global_average_pool_stages),
+        # openrknn as `<out>__pool_stage<j>`, rknn-toolkit2 as `<node>_2conv<j>`: compared under the latter
+        stages = npu_layers.vendor_pool_stage_names(r._model.graph)
+        stored += list(stages)
         scales = {}
         if job["quant"]:
             s = RKNN()
             assert configure(s) == 0
             assert s.hybrid_quantization_step1(dataset=job["dataset"]) == 0
             scales = scales_of(next(work.glob("*.quantization.cfg"), work / "none"))
-        return {"rows": rows, "scales": scales, "stored": stored, "aliases": vendor_style_names(records)}
+        return {"rows": rows, "scales": scales, "stored": stored, "aliases": {**vendor_style_names(records), **stages}}
     finally:
         os.chdir(here)
 
@@ -214,9 +218,10 @@ def vendor(job: dict, work: Path, venv: Path) -> dict:
 
 
 # Suffixes rknn-toolkit2 gives the tensors it creates while lowering (a reshape around a layer, a
-# second output, the stages of a global pooling, a type conversion) and openrknn's input stage:
+# second output, a type conversion) and openrknn's input stage:
 # stripped before names are compared, so a tensor counts as common when both store its ONNX origin.
-_DERIVED = re.compile(r"(_exSecondary|-rs|_rs|_tp|_sw|_mm|_2conv\d+|_2ln|_sdpa|#\d+|__cvt\w*|_cvt\w*|__scaled)$")
+# A global pool's stages (`<node>_2conv<j>`) keep their names: each is a tensor of its own, matched by name.
+_DERIVED = re.compile(r"(_exSecondary|-rs|_rs|_tp|_sw|_mm|_2ln|_sdpa|#\d+|__cvt\w*|_cvt\w*|__scaled)$")
 
 
 def origin(name: str) -> str:
@@ -225,6 +230,25 @@ def origin(name: str) -> str:
     while previous != name:
         previous, name = name, _DERIVED.sub("", name)
     return name
+
+
+def _scales_by_origin(scales: dict[str, float]) -> dict[str, float]:
+    """Scales by stored tensor, as :func:`compare` counts the stored tensors: under the tensor's own
+    name, else under its ONNX origin when every derived name of it (rknn-toolkit2's ``-rs``, ``_sw``,
+    ``#1`` … of a reshaped or swapped copy: a transformer's tensors) has one scale; an origin whose
+    derived names disagree is left out."""
+    derived: dict[str, set[float]] = {}
+    for name, value in scales.items():
+        if origin(name) != name:
+            derived.setdefault(origin(name), set()).add(round(float(value), 12))
+    found = {base: next(iter(values)) for base, values in derived.items() if len(values) == 1}
+    found.update(scales)
+    return found
+
+
+def _close(mine: float, theirs: float) -> bool:
+    """Scales within 0.5 %; an all-zero tensor's scale (rknn-toolkit2 0, openrknn a tiny floor) counts equal."""
+    return abs(mine - theirs) <= 0.005 * abs(theirs) or max(abs(mine), abs(theirs)) < 1e-12
 
 
 def compare(theirs: dict, mine: dict) -> dict:
@@ -241,11 +265,12 @@ def compare(theirs: dict, mine: dict) -> dict:
     common = sorted(vt & vo)
     out.update({"stored_rknn": len(vt), "stored_openrknn": len(vo), "stored_common": len(common),
                 "only_rknn": sorted(vt - vo), "only_openrknn": sorted(vo - vt)})
-    st, so = theirs["scales"], {named.get(k, k): v for k, v in mine["scales"].items()}
+    st, so = (_scales_by_origin(theirs["scales"]),
+              _scales_by_origin({named.get(k, k): v for k, v in mine["scales"].items()}))
     if st:
         scaled = [n for n in common if n in st and n in so]
         out.update({"scales_compared": len(scaled),
-                    "scales_close": sum(1 for n in scaled if abs(so[n] / st[n] - 1) <= 0.005)})
+                    "scales_close": sum(1 for n in scaled if _close(so[n], st[n]))})
     return out
 
 

@@ -958,7 +958,9 @@ def global_average_pool_stages(height: int, width: int) -> list[PoolStage]:
 
     Measured on its simulator (PP-OCR classifier, ten pools 12×96, 3×96, 2×96, 1×48; every stage
     equal integer for integer; PP-OCRv3 det's 15×15 and 120×120 → 18×18 → 3×3 pools, read from its
-    per-layer sessions): each dimension shrinks per stage from ``n`` to ``out = ceil(n/7)`` with a
+    per-layer sessions; a probe over 48², 24², 16², 12², 10² pools whose first stages' calibrated
+    ranges in the ``hybrid_quantization_step1`` config are the ones this plan computes, to 7 digits):
+    each dimension shrinks per stage from ``n`` to ``out = ceil(n/7)`` with a
     kernel (and stride) of 7 — ``n`` itself on the last stage — and the missing ``7·out − n`` positions
     as zero padding, the smaller half before (15 → 3 pools the windows 4, 7, 4 wide, not 5, 5, 5;
     18 → 3 the windows 6, 7, 5); a dimension already at 1 takes kernel 1; every stage multiplies its window sum by

@@ -99,12 +99,13 @@ def opset(model: onnx.ModelProto) -> int:
 
 
 def mark(model: onnx.ModelProto, integer_activations: bool, float_layers: frozenset[str] = frozenset(),
-         average_pool_shares_input: bool = False) -> Plan:
+         average_pool_shares_input: bool = True) -> Plan:
     """Give every node of ``model`` a kind (in place) and return what must be quantized.
 
     ``float_layers`` (hybrid quantization) names nodes forced to float16: their weights stay float.
     ``average_pool_shares_input``: an AveragePool's output takes its input's parameters, as
-    rknn-toolkit2 2.5.0 calibrates it (off by default: it costs accuracy, see :func:`_share_like_rknn`).
+    rknn-toolkit2 2.5.0 calibrates it (the default; False keeps the pool's own range, see
+    :func:`_share_like_rknn`).
     """
     plan = Plan(float_tensors=float_tensor_names(model))
     inits = {i.name: i for i in model.graph.initializer}
@@ -308,19 +309,23 @@ def _classify(node: onnx.NodeProto, plan: Plan, inits, integer: bool, pass_ops: 
 
 
 def channel_piece(node: onnx.NodeProto, inits) -> bool:
-    """Whether ``node`` cuts channels out of a 4-D tensor: a Split on axis 1, or a Slice on axis 1 with
-    step 1. rknn-toolkit2 2.5.0 calibrates each such piece on its own range (probe graphs: a Split, two
-    sibling Slices and a C2f-style Slice of a ConvRelu each store the piece's own maximum; the deep
-    Conv split's ``x_split``/``x_split_o1`` in resnet18 too), while a strided spatial Slice (yolox's
-    Focus) keeps its input's parameters."""
+    """Whether ``node`` cuts a piece out of a tensor that rknn-toolkit2 2.5.0 calibrates on its own
+    range: a Split on any axis, or a Slice with step 1 on axis 1 (channels) or axis 0. Probe graphs:
+    a Split on axis 1, two sibling Slices and a C2f-style Slice of a ConvRelu each store the piece's
+    own maximum, and so do the deep Conv split's ``x_split``/``x_split_o1`` in resnet18; a Split on
+    axis 2 (H) of a ConvRelu (piece 0.008842 where the parent is 0.009092) and on the last axis of a
+    5-D Sigmoid output, yolov5's decode (pieces 0.003272 and 0.003349, the parent 0.003480) too; PP-OCRv4
+    rec's q/k/v Slices on axis 0, which it runs as one ``Split`` (oracle corpus). A Slice along H or W —
+    strided (yolox's Focus) or not (probe: a W slice keeps 0.007058, its own range would be 0.006055) —
+    keeps its input's parameters."""
     if node.op_type == "Split":
-        return _attr(node, "axis", 0) in (1, -3)
+        return True
     if node.op_type != "Slice" or len(node.input) < 4 or not node.input[3] or node.input[3] not in inits:
         return False
     axes = numpy_helper.to_array(inits[node.input[3]]).reshape(-1).tolist()
     steps = ([1] * len(axes) if len(node.input) < 5 or not node.input[4]
              else numpy_helper.to_array(inits[node.input[4]]).reshape(-1).tolist() if node.input[4] in inits else None)
-    return axes in ([1], [-3]) and steps == [1]
+    return axes in ([0], [1], [-3]) and steps == [1]
 
 
 # Layers that move values without widening them and share one quantization with their input
@@ -331,7 +336,7 @@ _BACKWARD_SHARED = frozenset({"Resize", "Upsample"})
 _AVERAGE_POOL = "AveragePool"
 
 
-def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_shares_input: bool = False) -> None:
+def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_shares_input: bool = True) -> None:
     """Add the parameter sharing rknn-toolkit2's calibration applies between separate integer layers
     to ``plan.shared`` (measured, rknn-toolkit2 2.5.0, rk3588, probe graphs):
 
@@ -340,10 +345,12 @@ def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_sha
       producer saturates (rexnet's SE ``Mul`` → ReLU6, regnet's grouped ``Concat`` → ReLU);
     * :data:`_BACKWARD_SHARED` (an FPN's ``Relu`` → ``Resize``: the Relu stores the Resize's
       narrower range);
-    * with ``average_pool_shares_input``, an AveragePool's output takes its input's parameters
-      (resnet-d shortcuts, PP-OCRv4 rec's pooling before the neck). Not the default: the pooled
-      range is narrower, and the input's coarser step cost PP-OCRv4 rec 0.98650 → 0.98611 int8
-      cosine (``bench/quant_quality.py``).
+    * with ``average_pool_shares_input`` (the default), an AveragePool's output takes its input's
+      parameters, whatever its kernel, stride, padding, ``ceil_mode`` or ``count_include_pad`` and
+      whatever else reads the input (probes: kernel 2/3/5, 3×2, padded with and without
+      ``count_include_pad``, after a Relu or a bare Conv; resnet-d shortcuts, PP-OCRv4 rec's pool).
+      The pooled range is narrower, so the input's coarser step costs a little accuracy
+      (docs/fidelity.md) — as on the board.
 
     Only between tensors an integer layer writes, and only into a tensor this layer alone reads
     (no other data reader, not a graph output) that no rule has already tied to another."""

@@ -142,9 +142,10 @@ class QuantSettings:
     epochs: int = -1
     toolkit: int = 2
     weight_qtype: str | None = None   # None: the dtype's own (see WEIGHT_QTYPES)
-    # an AveragePool's output calibrated as rknn-toolkit2 2.5.0 does it (its input's parameters); off by
-    # default because it costs accuracy (annotate.mark)
-    average_pool_shares_input: bool = False
+    # an AveragePool's output takes its input's parameters, as rknn-toolkit2 2.5.0 calibrates every
+    # AveragePool (probes and the oracle corpus, annotate.mark); False: the pooled range of its own, one
+    # rounding finer but not what the board runs
+    average_pool_shares_input: bool = True
     # 8-bit Conv weights: 'nearest' or 'running_sum' (rknn-toolkit2 2.5.0's rounding on probes; off by
     # default because it measured worse on the shared models, quant/weights.weight_integers)
     conv_weight_rounding: str = "nearest"

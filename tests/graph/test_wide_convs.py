@@ -18,8 +18,10 @@ from tests.helpers import reference_session
 _RNG = np.random.default_rng(3)
 
 
-def _conv_model(cin: int, cout: int = 32, k: int = 3, relu: bool = True, residual: bool = False) -> onnx.ModelProto:
-    """x → 1×1 Conv + Relu (cin channels) → k×k Conv (+ residual Add) (+ Relu)."""
+def _conv_model(cin: int, cout: int = 32, k: int = 3, relu: bool = True, residual: bool = False,
+                shortcut_relu: bool = False) -> onnx.ModelProto:
+    """x → 1×1 Conv + Relu (cin channels) → k×k Conv (+ residual Add of a 1×1 Conv of x, + Relu on
+    that shortcut) (+ Relu)."""
     inits = [numpy_helper.from_array(_RNG.normal(0, .1, (cin, 8, 1, 1)).astype(np.float32), "w0"),
              numpy_helper.from_array(_RNG.normal(0, .1, (cout, cin, k, k)).astype(np.float32), "w"),
              numpy_helper.from_array(_RNG.normal(0, .1, cout).astype(np.float32), "b")]
@@ -28,8 +30,11 @@ def _conv_model(cin: int, cout: int = 32, k: int = 3, relu: bool = True, residua
     last = "c"
     if residual:
         inits.append(numpy_helper.from_array(_RNG.normal(0, .1, (cout, 8, 1, 1)).astype(np.float32), "ws"))
-        nodes += [helper.make_node("Conv", ["x", "ws"], ["s"], name="short"), helper.make_node("Add", ["c", "s"], ["r"], name="add")]
-        nodes.insert(0, nodes.pop(-2))   # the shortcut Conv first: the Add goes with the big Conv's layer
+        nodes += [helper.make_node("Conv", ["x", "ws"], ["s0" if shortcut_relu else "s"], name="short"),
+                  helper.make_node("Add", ["c", "s"], ["r"], name="add")]
+        nodes.insert(0, nodes.pop(-2))   # the shortcut Conv written first
+        if shortcut_relu:
+            nodes.insert(1, helper.make_node("Relu", ["s0"], ["s"], name="short_relu"))
         last = "r"
     if relu:
         nodes.append(helper.make_node("Relu", [last], ["y"], name="r1"))
@@ -73,13 +78,35 @@ def test_deep_conv_is_split_with_its_activation_on_the_last_tile():
     assert not split_wide_convs(untouched, 3072, 1).modified
 
 
-def test_residual_add_after_a_split_conv_is_its_own_layer():
-    """ResNet layer4: the tiles' ConvAdd takes the partial sum, the residual is ``AddRelu``."""
-    model = optimize(_conv_model(512, residual=True), 3)
+def test_running_sums_of_four_tiles_carry_the_vendors_names():
+    """resnet50 float16 on rk3588 (oracle corpus): rknn-toolkit2 splits layer4's 512×3×3 Convs into
+    four tiles and stores the running sums as ``<output>_tile0_conv_add`` and ``<output>_tile2_conv_add``
+    (its Feature Tensor table; the second tile's Conv as ``<output>_tile1_conv``), the last sum being
+    the Conv's output."""
+    model = optimize(_conv_model(512, relu=False), 3)
     x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
     before = _run(model, x)
+    assert split_wide_convs(model, 3072, 2).modified   # float16 weights: 160 + 160 + 160 + 32 channels
+    outputs = [o for n in model.graph.node for o in n.output]
+    assert {"c_tile1_conv", "c_tile0_conv_add", "c_tile2_conv_add"} <= set(outputs)
+    assert outputs[-1] == "c"
+    np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+
+
+def test_residual_add_after_a_split_conv_is_its_own_layer():
+    """ResNet layer4 (rknn-toolkit2's resnet18 table): the tiles' ConvAdd takes the partial sum; an
+    identity-style residual (layer4.1, here a ConvRelu's output) is ``AddRelu``, a projection shortcut
+    Conv (layer4.0's ``downsample``) runs after the tiles and takes the Add, ``ConvAddRelu``."""
+    x = _RNG.normal(size=(1, 8, 6, 6)).astype(np.float32)
+    model = optimize(_conv_model(512, residual=True, shortcut_relu=True), 3)
+    before = _run(model, x)
     split_wide_convs(model, 3072, 1)
-    assert _rows(model) == ["Conv", "ConvRelu", "Split", "Conv", "ConvAdd", "AddRelu"]
+    assert _rows(model) == ["ConvRelu", "ConvRelu", "Split", "Conv", "ConvAdd", "AddRelu"]
+    np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
+    model = optimize(_conv_model(512, residual=True), 3)
+    before = _run(model, x)
+    split_wide_convs(model, 3072, 1)
+    assert _rows(model) == ["ConvRelu", "Split", "Conv", "ConvAdd", "ConvAddRelu"]
     np.testing.assert_allclose(_run(model, x), before, rtol=1e-4, atol=1e-5)
 
 

@@ -36,6 +36,20 @@ def test_stage_windows_are_seven_wide_as_the_vendors():
     assert npu_layers.global_average_pool_stages(7, 7) == []
 
 
+def test_every_first_stage_kernel_is_seven_wide():
+    """rknn-toolkit2 2.5.0, a probe (Conv → Relu → GlobalAveragePool → Conv, rk3588): its layer
+    table prints a (1,8,7,7) depthwise first stage for pools over 24², 16², 12² and 10² (outputs 4², 3²,
+    2², 2²), and the first stage's calibrated maximum in its ``hybrid_quantization_step1`` config is
+    that of a 7×7 window sum with the padding split smaller half first (24²: 1.017108, 16²: 1.351125,
+    10²: 1.122628; a 6-wide kernel for 24² or 16² gives other ranges)."""
+    for size, out, pad in ((24, 4, 4), (16, 3, 5), (12, 2, 2), (10, 2, 4)):
+        stages = npu_layers.global_average_pool_stages(size, size)
+        assert stages[0].kernel == (7, 7), size
+        assert stages[0].pads == (pad // 2, pad // 2, pad - pad // 2, pad - pad // 2), size
+        assert stages[1].kernel == (out, out), size
+        assert np.isclose(stages[0].factor, size ** -1.0), size   # (H·W)^(-1/2) over two stages
+
+
 def _model(path):
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.normal(0, 1, (4, 4, 1, 1)).astype(np.float32), "w")

@@ -7,7 +7,8 @@ level   passes
         2.5.0 fuses Conv+Relu, Conv+hard-swish ... at every level — measured), but for what
         rknn-toolkit2's loader does at every level (measured, exact): all-zero-weight Convs are
         constants and the zero Adds after them go (``zero_weights``), ``Relu(Relu(x))`` is one
-        Relu (``repeated_relus``)
+        Relu (``repeated_relus``); a residual block's projection shortcut Conv runs after the long
+        branch and takes the Add (``shortcut_order``, every level)
 1       lossless clean-up: Identity/Dropout removal, constant folding (Shape/Size of
         static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
         constant condition replaced by the branch it takes, dead nodes
@@ -54,6 +55,7 @@ from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
 from openrknn.graph.passes.identity_batchnorm import remove_default_batchnorms
 from openrknn.graph.passes.layout import simplify_layout
 from openrknn.graph.passes.repeated_relus import merge_repeated_relus
+from openrknn.graph.passes.shortcut_order import run_shortcuts_last
 from openrknn.graph.passes.wide_convs import split_concat_convs
 from openrknn.graph.passes.zero_weights import fold_zero_weight_convs
 from openrknn.graph.npu_layers import FUSED_ACTIVATION_KEY, fused_activation
@@ -62,16 +64,17 @@ from openrknn.graph.passes.layer_marking import mark_npu_layers
 Pass = Callable[[onnx.ModelProto], PassResult]
 
 PASSES_BY_LEVEL: dict[int, list[Pass]] = {
-    0: [fold_zero_weight_convs, merge_repeated_relus, mark_npu_layers],
-    1: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes, mark_npu_layers],
+    0: [fold_zero_weight_convs, merge_repeated_relus, run_shortcuts_last, mark_npu_layers],
+    1: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes,
+        run_shortcuts_last, mark_npu_layers],
     2: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
         remove_default_batchnorms, fold_batchnorm, lower_channels_last, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
-        mark_npu_layers],
+        run_shortcuts_last, mark_npu_layers],
     3: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
         remove_default_batchnorms, fold_batchnorm, lower_channels_last, fold_channel_affine,
         merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
-        mark_npu_layers],
+        run_shortcuts_last, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
 

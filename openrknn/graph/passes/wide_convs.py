@@ -182,7 +182,8 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
         if partial is None:
             partial = out
             continue
-        total = conv.output[0] if last else fresh_name(f"{base}_tile{k}_sum", names)
+        # the running sums: ``<output>_tile<k>_conv_add`` (rknn-toolkit2's stored names, resnet50 float16)
+        total = conv.output[0] if last else fresh_name(f"{conv.output[0]}_tile{k}_conv_add", names)
         new.append(helper.make_node("Add", [partial, out], [total], name=fresh_name(f"{base}_tile{k}_add", names)))
         partial = total
     graph.node.remove(conv)
