@@ -148,6 +148,11 @@ class QuantSettings:
     # 8-bit Conv weights: 'nearest' or 'running_sum' (rknn-toolkit2 2.5.0's rounding on probes; off by
     # default because it measured worse on the shared models, quant/weights.weight_integers)
     conv_weight_rounding: str = "nearest"
+    # openrknn's two corrections of its own rounding (docs/quantization.md). rknn-toolkit2 2.5.0 applies
+    # neither (measured by probes, bench/vendor_weight_grid.py): with both False and
+    # weight_qtype='asymmetric_quantized' a build quantizes as the vendor does.
+    bias_correction: bool = True
+    equalize_depthwise: bool = True
 
     @property
     def spec(self) -> DtypeSpec:
