@@ -145,7 +145,8 @@ class QuantSettings:
     # an AveragePool's output calibrated as rknn-toolkit2 2.5.0 does it (its input's parameters); off by
     # default because it costs accuracy (annotate.mark)
     average_pool_shares_input: bool = False
-    # 8-bit Conv weights: 'nearest' or 'running_sum' (rknn-toolkit2 2.5.0's rounding on probes; off by
+    # 8-bit Conv weights: 'nearest' or 'running_sum' (an experiment: not rknn-toolkit2's rounding, which is
+    # round-to-nearest on an asymmetric grid, bench/vendor_weight_grid.py; off by
     # default because it measured worse on the shared models, quant/weights.weight_integers)
     conv_weight_rounding: str = "nearest"
     # openrknn's two corrections of its own rounding (docs/quantization.md). rknn-toolkit2 2.5.0 applies

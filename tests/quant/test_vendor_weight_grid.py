@@ -1,6 +1,7 @@
 """rknn-toolkit2 2.5.0's int8 Conv weights and biases, read back from its simulator on probes
 (``bench/vendor_weight_grid.py``): per output channel asymmetric weights rounded to the nearest step,
-and the float bias kept (no bias correction).
+the float bias kept (no bias correction), and no depthwise equalization. ``QuantSettings`` reproduces
+each with ``weight_qtype='asymmetric_quantized'``, ``bias_correction=False``, ``equalize_depthwise=False``.
 
 The probe Conv's weight range is pinned by weights the probe picture never reaches (+1.0 and −0.5, so
 the vendor's step is 1.5/255) and its calibrated output range is small, so the vendor's output grid is
@@ -18,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from tests.helpers import quantized_build
+from tests.helpers import quantized_build, reference_session
 
 STEP = 1.5 / 255
 # The vendor's integers (q − zero point) for the probe weights, decoded from its simulator's output.
@@ -99,3 +100,38 @@ def test_without_bias_correction_the_layer_adds_the_float_bias_as_the_vendor_doe
     assert abs(outputs[False] - VENDOR_OUTPUT) <= step / 2, outputs
     # the correction (for the calibration's mean input, 0.625 here) moves the output toward float
     assert abs(outputs[True] - exact) < abs(outputs[False] - exact) - 5 * step, outputs
+
+
+def test_without_equalization_weak_channels_keep_the_vendors_coarse_grid(tmp_path, monkeypatch):
+    """Conv (channel gains 1, 1, 0.01, 0.01) → ReLU → depthwise 3×3 (gains 1, 1, 100, 100): the vendor
+    does not equalize, and its weak channels read cosine 0.998 (bench/vendor_weight_grid.py);
+    openrknn's equalization gives them their precision back."""
+    import openrknn.compile as compile_stage
+    rng = np.random.default_rng(5)
+    gain = np.array([1, 1, 0.01, 0.01])
+    eye = numpy_helper.from_array((np.eye(4) * gain[:, None]).astype(np.float32)[:, :, None, None], "eye")
+    weight = (rng.uniform(0.2, 1.0, (4, 1, 3, 3)) / gain[:, None, None, None]).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "eye"], ["x1"], kernel_shape=[1, 1]), helper.make_node("Relu", ["x1"], ["x2"]),
+             helper.make_node("Conv", ["x2", "w"], ["y"], kernel_shape=[3, 3], pads=[1] * 4, group=4)]
+    graph = helper.make_graph(nodes, "eq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 12, 12])],
+                              [numpy_helper.from_array(weight, "w"), eye])
+    path = tmp_path / "eq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    pictures = rng.uniform(0, 1, (4, 1, 4, 12, 12)).astype(np.float32)
+    held_out = pictures[3]
+    want = reference_session(path).run(None, {"x": held_out})[0][0]
+    setup = compile_stage.calibration_setup
+    weak = {}
+    for equalize in (True, False):
+        def chosen(*args, **kwargs):
+            settings, samples = setup(*args, **kwargs)
+            return dataclasses.replace(settings, equalize_depthwise=equalize), samples
+        monkeypatch.setattr(compile_stage, "calibration_setup", chosen)
+        rknn = quantized_build(path, [p.transpose(0, 2, 3, 1) for p in pictures[:3]])
+        assert rknn.init_runtime() == 0
+        got = np.asarray(rknn.inference(inputs=[held_out], data_format="nchw")[0])[0]
+        weak[equalize] = min(float(np.dot(got[c].ravel(), want[c].ravel()) /
+                                   (np.linalg.norm(got[c]) * np.linalg.norm(want[c]))) for c in (2, 3))
+    assert weak[True] > 0.9999, weak
+    assert weak[False] < 0.9995, weak
