@@ -17,6 +17,7 @@ table only with ``--table-only``. A row that fails is reported and the run goes 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -36,6 +37,7 @@ from arch_sweep import IMAGENET, VENDOR_PYTHON, YOLO, _unpack, cosine, git_commi
 from arch_sweep_models import ARCHS, INITS  # noqa: E402
 
 MARGIN = 0.005  # the issue's bound: no row more than this below the vendor
+PIPELINE_SUFFIX = {"openrknn": "", "vendor": ".vendor-pipeline"}
 VARIANTS = 3     # each held-out picture as it is, mirrored, centre-cropped (consecutive in the set)
 
 
@@ -66,17 +68,32 @@ def float_outputs(model: Path, norm: dict, pictures: np.ndarray) -> list[list[np
                                .transpose(2, 0, 1)[None].astype(np.float32)}) for p in pictures]
 
 
-def openrknn_outputs(model: Path, norm: dict, dataset: Path, pictures: np.ndarray) -> list[list[np.ndarray]]:
+# --pipeline vendor: openrknn quantizing as rknn-toolkit2 2.5.0 does (bench/vendor_weight_grid.py measured
+# it): asymmetric per-channel weights rounded to nearest, no bias correction, no depthwise equalization
+VENDOR_PIPELINE = {"bias_correction": False, "equalize_depthwise": False}
+
+
+def openrknn_outputs(model: Path, norm: dict, dataset: Path, pictures: np.ndarray,
+                     pipeline: str = "openrknn") -> list[list[np.ndarray]]:
     from rknn.api import RKNN
+    import openrknn.compile as compile_stage
+    setup = compile_stage.calibration_setup
+    if pipeline == "vendor":
+        def vendor_setup(*args, **kwargs):
+            settings, samples = setup(*args, **kwargs)
+            return dataclasses.replace(settings, **VENDOR_PIPELINE), samples
+        compile_stage.calibration_setup = vendor_setup
+    extra = {"weight_qtype": "asymmetric_quantized"} if pipeline == "vendor" else {}
     rknn = RKNN(verbose=False)
     try:
-        rknn.config(mean_values=[norm["mean"]], std_values=[norm["std"]], target_platform="rk3588")
+        rknn.config(mean_values=[norm["mean"]], std_values=[norm["std"]], target_platform="rk3588", **extra)
         if rknn.load_onnx(model=str(model)) != 0 or rknn.build(do_quantization=True, dataset=str(dataset)) != 0 \
                 or rknn.init_runtime() != 0:
             raise SystemExit(f"openrknn could not build {model.name}")
         return [[np.asarray(o, np.float32) for o in rknn.inference(inputs=[p[None]])] for p in pictures]
     finally:
         rknn.release()
+        compile_stage.calibration_setup = setup
 
 
 def vendor_outputs(model: Path, norm: dict, dataset: Path, pictures_path: Path, count: int) -> list[list[np.ndarray]]:
@@ -127,7 +144,7 @@ class RowFailed(Exception):
 
 def measure(arch: str, init: str, args: argparse.Namespace, cache: Path, commit: str) -> dict:
     """One row: openrknn's score (recomputed unless cached for this commit) and the vendor's (cached outputs)."""
-    row_path = cache / f"{arch}_{init}.wide.row.json"
+    row_path = cache / f"{arch}_{init}.wide{PIPELINE_SUFFIX[args.pipeline]}.row.json"
     row = json.loads(row_path.read_text()) if row_path.exists() else {}
     if row.get("openrknn_commit") == commit and "delta_se" in row and not args.redo:
         return row
@@ -141,7 +158,7 @@ def measure(arch: str, init: str, args: argparse.Namespace, cache: Path, commit:
     pictures = np.load(pictures_path)
     reference = float_outputs(model, norm, pictures)
     started = time.time()
-    ours = per_picture(openrknn_outputs(model, norm, dataset, pictures), reference)
+    ours = per_picture(openrknn_outputs(model, norm, dataset, pictures, args.pipeline), reference)
     seconds = round(time.time() - started, 1)
     theirs = per_picture(vendor_outputs(model, norm, dataset, pictures_path, len(pictures)), reference)
     row = dict(arch=arch, init=init, pictures=len(pictures), openrknn=score(ours), vendor=score(theirs),
@@ -189,7 +206,12 @@ def main() -> None:
                         help="doc whose wide-table markers receive the table ('' to only print it)")
     parser.add_argument("--table-only", action="store_true", help="only print/write the table from the cached rows")
     parser.add_argument("--redo", action="store_true", help="recompute openrknn's column even if cached for this commit")
+    parser.add_argument("--pipeline", choices=tuple(PIPELINE_SUFFIX), default="openrknn",
+                        help="openrknn's default quantization, or 'vendor': rknn-toolkit2's (asymmetric weights, "
+                             "no bias correction, no depthwise equalization; rows cached apart, table only printed)")
     args = parser.parse_args()
+    if args.pipeline != "openrknn":
+        args.table = ""
     cache = Path(args.cache).resolve()
     commit = git_commit()
     archs, inits = args.archs.split(","), args.inits.split(",")
@@ -208,7 +230,7 @@ def main() -> None:
     rows = []
     for arch in ARCHS:                                  # the table in the sweep's order, cached rows only
         for init in INITS:
-            row_path = cache / f"{arch}_{init}.wide.row.json"
+            row_path = cache / f"{arch}_{init}.wide{PIPELINE_SUFFIX[args.pipeline]}.row.json"
             if row_path.exists():
                 rows.append(json.loads(row_path.read_text()))
     text = table(rows)

@@ -66,7 +66,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         graph.CopyFrom(cache.prepared)
     else:
         graph = _prepare(rknn_model.graph)
-        if spec.act_dtype is not None:
+        if spec.act_dtype is not None and settings.equalize_depthwise:
             equalize_depthwise(graph, used, settings.method, custom_ops)
         if cache is not None:
             cache.prepared = onnx.ModelProto()
@@ -380,7 +380,8 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
         log.warning(f"quantize: {len(widened)} layer(s) have a bias too large for int32 in units of s_x*s_w; "
                     f"their weight scale was raised on those channels so the bias stays exact: "
                     f"{', '.join(widened[:8])}{' ...' if len(widened) > 8 else ''}")
-    _correct_biases(graph, plan, errors, stats)
+    if settings.bias_correction:
+        _correct_biases(graph, plan, errors, stats)
     inits = {i.name: i for i in graph.graph.initializer}
     if spec.act_dtype not in ("int8", "uint8"):
         return   # 16-bit and weight-only layers add their bias in float

@@ -146,9 +146,15 @@ class QuantSettings:
     # AveragePool (probes and the oracle corpus, annotate.mark); False: the pooled range of its own, one
     # rounding finer but not what the board runs
     average_pool_shares_input: bool = True
-    # 8-bit Conv weights: 'nearest' or 'running_sum' (rknn-toolkit2 2.5.0's rounding on probes; off by
+    # 8-bit Conv weights: 'nearest' or 'running_sum' (an experiment: not rknn-toolkit2's rounding, which is
+    # round-to-nearest on an asymmetric grid, bench/vendor_weight_grid.py; off by
     # default because it measured worse on the shared models, quant/weights.weight_integers)
     conv_weight_rounding: str = "nearest"
+    # openrknn's two corrections of its own rounding (docs/quantization.md). rknn-toolkit2 2.5.0 applies
+    # neither (measured by probes, bench/vendor_weight_grid.py): with both False and
+    # weight_qtype='asymmetric_quantized' a build quantizes as the vendor does.
+    bias_correction: bool = True
+    equalize_depthwise: bool = True
 
     @property
     def spec(self) -> DtypeSpec:

@@ -64,8 +64,9 @@ def weight_integers(array: np.ndarray, params: QuantParams, rounding: str = "nea
     (``QuantSettings.conv_weight_rounding``) :func:`sum_preserving_integers` for symmetric 8-bit Conv
     weights with one scale per output channel.
 
-    Round-to-nearest is the default. The running-sum rounding reproduces rknn-toolkit2 2.5.0's
-    simulator on probe Convs (docs/quantization.md), but on the shared models it measured worse:
+    Round-to-nearest is the default, and it is rknn-toolkit2 2.5.0's rounding (on its asymmetric grid:
+    read back weight by weight, ``bench/vendor_weight_grid.py``). The running-sum rounding is an
+    experiment; on the shared models it measured worse:
     PP-OCR cls held-out cosine mean / worst 0.98917 / 0.94041 against 0.99708 / 0.98593, and with
     asymmetric weights handed to rknn-toolkit2 the two simulators agree to 0.99791 on PP-OCR cls
     instead of 1.00000 (``tests/export/test_rockchip_backend.py``)."""
@@ -83,10 +84,9 @@ def sum_preserving_integers(array: np.ndarray, params: QuantParams) -> np.ndarra
     Rounding each weight to the nearest step leaves a per-channel sum error that can be many steps
     (a kernel whose weights all sit 0.3 steps above the grid): the output then moves by that error
     times the input's mean, a shift bias correction only removes for inputs whose mean is the
-    calibration mean. rknn-toolkit2 2.5.0 keeps those sums: on probes with such kernels, its
-    simulator's output matches this rounding (to its output step) for a dense 3×3 Conv read with
-    different per-channel means, a depthwise 3×3 and a 1×1 Conv, where round-to-nearest is off by
-    0.3 steps per weight. Each weight still moves by less than one step.
+    calibration mean. Each weight still moves by less than one step. This is not rknn-toolkit2's
+    rounding (it rounds to nearest on an asymmetric grid and corrects no bias; probes whose output step
+    was too coarse to tell had suggested otherwise, docs/quantization.md).
     """
     scale, zero = numerics.expand(params, array.shape)
     exact = (np.asarray(array, np.float32) / scale).astype(np.float64).reshape(array.shape[0], -1)

@@ -1,11 +1,12 @@
 """With ``conv_weight_rounding='running_sum'``, 8-bit Conv weights are rounded so each output
-channel's running sums stay exact to half a step, as rknn-toolkit2 2.5.0 rounds them on probes: no per-channel offset proportional to the input's mean is left over.
+channel's running sums stay exact to half a step: no per-channel offset proportional to the input's mean
+is left over. (It is an experiment, not rknn-toolkit2's rounding: ``tests/quant/test_vendor_weight_grid.py``.)
 
 The probe is the one the rule was measured with: a dense 3×3 Conv whose kernels all sit 0.3 steps
 above (odd input channels) or below (even ones) the grid, calibrated where every channel's mean is 1
 and run where only the odd channels are on. Round-to-nearest leaves 0.3 steps per weight, which
-bias correction cancels only for the calibration's channel means; the vendor's simulator and this
-rounding leave the interior output at +0.0136 (one output step is 0.23), round-to-nearest at −0.217.
+bias correction cancels only for the calibration's channel means; this rounding leaves the interior
+output at +0.0136 (one output step is 0.23), round-to-nearest at −0.217.
 """
 from __future__ import annotations
 
