@@ -61,6 +61,22 @@ def test_tiles_follow_the_measured_depths():
     assert conv_tiles(440, 18, 3072) == [(0, 160), (160, 320), (320, 440)]
 
 
+def test_tiles_of_the_6144_byte_chips_follow_their_blocks():
+    """rknn-toolkit2 2.5.0 probe convolutions (docs/fidelity.md): rk3566 cuts in 8-channel blocks,
+    rk3562/rk3576 in 16; the depth checked is the channels rounded up to the block."""
+    assert conv_tiles(6144, 1, 6144, 8) == [(0, 6144)]                       # int8 1×1 kept
+    assert conv_tiles(6160, 1, 6144, 8) == [(0, 3080), (3080, 6160)]         # rk3566: halves
+    assert conv_tiles(6160, 1, 6144, 16) == [(0, 6144), (6144, 6160)]        # rk3562/rk3576
+    assert conv_tiles(3088, 2, 6144, 8) == [(0, 1544), (1544, 3088)]         # float16 1×1, rk3566
+    assert conv_tiles(3080, 2, 6144, 8) == [(0, 3072), (3072, 3080)]
+    assert conv_tiles(680, 9, 6144, 8) == [(0, 680)]                         # rk3566 int8 3×3 kept
+    assert conv_tiles(680, 9, 6144, 16) == [(0, 672), (672, 680)]            # rk3576: 688 rounded
+    assert conv_tiles(688, 9, 6144, 8) == [(0, 344), (344, 688)]
+    assert conv_tiles(344, 18, 6144, 8) == [(0, 336), (336, 344)]            # float16 3×3, rk3566
+    assert conv_tiles(256, 26, 6144, 8) == [(0, 128), (128, 256)]            # LPRNet's 13×1 float16 Conv
+    assert conv_tiles(4896, 2, 3072) == [(0, 1536), (1536, 3072), (3072, 4608), (4608, 4896)]   # rk3588
+
+
 def test_deep_conv_is_split_with_its_activation_on_the_last_tile():
     """352 input channels, 3×3, int8: Split, Conv, ConvAddRelu (rknn-toolkit2 prints the same)."""
     model = optimize(_conv_model(352), 3)
@@ -84,11 +100,11 @@ def test_residual_add_after_a_split_conv_is_its_own_layer():
 
 
 def test_the_limit_is_chip_data_and_counts_weight_bytes(tmp_path):
-    """rk3588 splits, rk3566 and rk3576 do not (measured up to 4608 bytes); float16 weights are
-    two bytes, so 176 channels × 3×3 split in float16 and not in int8."""
+    """rk3588 splits above 3072 bytes, rk3566, rk3562 and rk3576 above 6144 (measured); float16
+    weights are two bytes, so 176 channels × 3×3 split in float16 on rk3588 and not on rk3566."""
     assert chips.get_chip("rk3588").lowering["conv_split_input_bytes"] == 3072
-    assert not chips.get_chip("rk3566").lowering.get("conv_split_input_bytes")
-    assert not chips.get_chip("rk3576").lowering.get("conv_split_input_bytes")
+    for name in ("rk3566", "rk3562", "rk3576"):
+        assert chips.get_chip(name).lowering["conv_split_input_bytes"] == 6144
     path = tmp_path / "m.onnx"
     onnx.save(_conv_model(176), path)
 
