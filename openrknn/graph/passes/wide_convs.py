@@ -109,7 +109,7 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
     for concat in [n for n in graph.node if n.op_type == "Concat" and n.domain in ("", "ai.onnx")]:
         users = readers.get(concat.output[0], [])
         if attribute(concat, "axis") not in (1, -3) or concat.output[0] in outputs or len(users) != 1 \
-                or len(concat.input) != 2:
+                or len(concat.input) < 2:
             continue
         conv = users[0]
         if any(p.key in (GATHER_KEY, GATHERED_KEY) for p in conv.metadata_props):
@@ -137,7 +137,13 @@ def _keeps_wide_output_concat(sizes: list[int], out_channels: int) -> bool:
     """A Concat of whole 16-channel blocks read by a Conv with at least half as many output channels
     as it reads stays a Concat (measured, rk3588 int8 probes: 256 + 256 channels are split for 64 to
     224 output channels and kept for 256 to 1000; 32 + 32 kept for 128 to 1000; SqueezeNet's
-    classifier Conv, 512 → 1000, keeps its Concat while its fire modules' squeeze Convs split)."""
+    classifier Conv, 512 → 1000, keeps its Concat while its fire modules' squeeze Convs split).
+    Of more than two inputs, whole blocks or not, the Concat stays when the Conv has at least as many
+    output channels as its inputs have on average (rk3588 int8 and float16 probes: 64 × 3 → 64 and 96
+    kept, → 48 split; 32 + 128 + 64 → 100 kept; 256 + 256 + 68 → 256 kept; 64 + 128 + 256 + 68 → 68
+    split, LPRNet's container Conv; 24 + 40 + 20 → 16 split; DeepLab's ASPP, 5 × 256 → 256, kept)."""
+    if len(sizes) > 2:
+        return out_channels * len(sizes) >= sum(sizes)
     return all(c % _ONE_BLOCK == 0 for c in sizes) and 2 * out_channels >= sum(sizes)
 
 
@@ -157,7 +163,7 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
     # A Concat's inputs: the Conv of the input computed last comes first, stored as ``<input>_conv``
     # (SqueezeNet: ``expand3x3_activation/Relu_output_0_conv``, then the ConvAddRelu of ``expand1x1``;
     # U-Net: ``Resize_output_0_conv``, then the ConvAdd of the encoder's skip tensor)
-    if sources is None:
+    if sources is None or len(sources) > 2:   # of more than two Concat inputs: 1, 0, 2, 3 ... (LPRNet)
         order = [1, 0] + list(range(2, len(tiles)))
     else:
         made = {o: i for i, n in enumerate(graph.node) for o in n.output}
