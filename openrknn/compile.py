@@ -184,7 +184,8 @@ def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: b
     weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
     lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_bytes"), weight_bytes)
     limit, block = chip.lowering.get("conv_split_input_bytes"), chip.lowering.get("conv_split_block")
-    lower_reduce_means(model, limit, weight_bytes, block)   # before the split: a mean's Conv may be too deep
+    if chip.toolkit == 2:   # measured with rknn-toolkit2; Toolkit 1's lowering of a mean is unknown here
+        lower_reduce_means(model, limit, weight_bytes, block)   # before the split: a mean's Conv may be too deep
     split_wide_convs(model, limit, weight_bytes, block)
     keep = [p for p in model.metadata_props if p.key != npu_layers.ATTENTION_LOWERING_KEY]
     del model.metadata_props[:]

@@ -130,3 +130,19 @@ def test_an_overlapping_pool_wider_than_7_is_a_depthwise_conv(kernel, strides, l
     if lowered:
         assert model.graph.node[0].name == "pool_2dw"
         np.testing.assert_allclose(reference_session(model).run(None, {"x": x})[0], before, rtol=1e-5, atol=1e-6)
+
+
+def test_build_lowers_means_on_toolkit2_chips_only(tmp_path):
+    """``build`` applies the rules on the chips they were measured on (rknn-toolkit2); a Toolkit 1
+    chip keeps its ReduceMean (no reference there)."""
+    from openrknn.compile import build_model
+    from openrknn.config import parse_config
+    from openrknn.frontends.onnx_file import load_onnx
+    path = tmp_path / "m.onnx"
+    onnx.save(_mean_model((1, 64, 4, 18), None, 0, "Div"), path)
+
+    def ops(platform: str) -> list[str]:
+        built = build_model(load_onnx(str(path)), parse_config(target_platform=platform), False, None, None)
+        return [n.op_type for n in built.graph.graph.node]
+    assert "ReduceMean" not in ops("rk3588") and ops("rk3588").count("Conv") == 4   # the Relu's Conv + 3 tiles
+    assert "ReduceMean" in ops("rk1808")
