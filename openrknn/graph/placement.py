@@ -7,8 +7,9 @@ This module adds what depends on the chip, and is the one place that decides NPU
   ``metadata['npu_limit_cpu_layers']``, see :mod:`openrknn.graph.npu_limits`);
 * ops with no NPU kernel (:data:`CPU_OPS`, ops outside :data:`NPU_OPS`; a chip table's
   ``cost.cpu_ops`` / ``cost.npu_ops`` adjust both);
-* a layer reading an int64 tensor, a final ``Reshape`` on RKNPU2 (seed 002 §4.1.3 example), and a
-  float layer on a chip without float on its NPU.
+* a layer reading an int64 tensor (seed 002 §4.1.3's final Reshape after an ArgMax), a final
+  ``Reshape`` to one axis and, on RK3566, a ``Reshape`` that changes the channel count (chip data
+  ``lowering.channel_reshape_on_cpu``) on RKNPU2, and a float layer on a chip without float on its NPU.
 
 It also owns the *live* view of a built graph the layers are read from (:class:`LiveGraph`:
 constants folded, aliases and the input stage removed, shapes and element types inferred), so
@@ -68,13 +69,15 @@ class ChipRules:
     float_on_npu: bool
     cpu_ops: frozenset[str] = frozenset()   # the chip table's ``cost.cpu_ops``: forced onto the CPU
     npu_ops: frozenset[str] = frozenset()   # ... and ``cost.npu_ops``: extra NPU ops
+    channel_reshape_on_cpu: bool = False    # ``lowering.channel_reshape_on_cpu``: see _moves_channels
 
     @classmethod
     def of(cls, chip, float_on_npu: bool | None = None) -> "ChipRules":
         """The rules of a :class:`openrknn.chips.Chip` (``float_on_npu`` overrides the table's)."""
         cost = chip.cost or {}
         return cls(chip.toolkit, chip.float_on_npu if float_on_npu is None else float_on_npu,
-                   frozenset(cost.get("cpu_ops") or ()), frozenset(cost.get("npu_ops") or ()))
+                   frozenset(cost.get("cpu_ops") or ()), frozenset(cost.get("npu_ops") or ()),
+                   bool((getattr(chip, "lowering", None) or {}).get("channel_reshape_on_cpu")))
 
 
 class LiveGraph:
@@ -280,12 +283,23 @@ def _target(model: RKNNModel, view: LiveGraph, group: list[onnx.NodeProto], reco
     dtypes = view.layer_input_dtypes(model, group, act_dtype, weight_dtype)
     if any(d == "int64" for name, d in zip(inputs, dtypes) if name not in view.consts):
         return "CPU"
-    if record.op_name == "Reshape" and rules.toolkit == 2 and \
-            any(o in view.outputs_resolved for o in group[-1].output if o):
-        return "CPU"            # a final Reshape is done by the CPU (seed 002 §4.1.3 example)
+    if record.op_name == "Reshape" and rules.toolkit == 2:
+        source, shape = view.shape(inputs[0]) if inputs else (), view.shape(group[-1].output[0])
+        if len(shape) < 2 and any(o in view.outputs_resolved for o in group[-1].output if o):
+            return "CPU"        # a final Reshape to one axis (rknn-toolkit2 2.5.0: a whole-tensor mean's (1,1,1,1) → (1))
+        if rules.channel_reshape_on_cpu and _moves_channels(source, shape):
+            return "CPU"
     if layer_dtype(record, dtypes, act_dtype) in ("float16", "float32") and not rules.float_on_npu:
         return "CPU"
     return "NPU"
+
+
+def _moves_channels(source: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """A Reshape whose second axis (the channels of NC1HWC2) changes length: elements move between
+    the channel and spatial positions. RK3566 runs those on the CPU (rknn-toolkit2 2.5.0, probe graphs
+    int8 and float16: (1,64,4,18) → (1,4608,1,1), (1,1,68,18) → (1,68,18) on the CPU; (1,128,16,16)
+    → (1,128,1,256) and (1,64,1,1) → (1,64) on the NPU), the other RKNPU2 chips on the NPU."""
+    return len(source) >= 2 and (len(shape) < 2 or source[1] != shape[1])
 
 
 def layer_dtype(record: npu_layers.LayerRecord, input_dtypes: list[str], act_dtype: str) -> str:

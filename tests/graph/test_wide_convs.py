@@ -66,6 +66,22 @@ def test_tiles_follow_the_measured_depths():
     assert conv_tiles(440, 18, 3072) == [(0, 160), (160, 320), (320, 440)]
 
 
+def test_tiles_of_the_6144_byte_chips_follow_their_blocks():
+    """rknn-toolkit2 2.5.0 probe convolutions (docs/fidelity.md): rk3566 cuts in 8-channel blocks,
+    rk3562/rk3576 in 16; the depth checked is the channels rounded up to the block."""
+    assert conv_tiles(6144, 1, 6144, 8) == [(0, 6144)]                       # int8 1×1 kept
+    assert conv_tiles(6160, 1, 6144, 8) == [(0, 3080), (3080, 6160)]         # rk3566: halves
+    assert conv_tiles(6160, 1, 6144, 16) == [(0, 6144), (6144, 6160)]        # rk3562/rk3576
+    assert conv_tiles(3088, 2, 6144, 8) == [(0, 1544), (1544, 3088)]         # float16 1×1, rk3566
+    assert conv_tiles(3080, 2, 6144, 8) == [(0, 3072), (3072, 3080)]
+    assert conv_tiles(680, 9, 6144, 8) == [(0, 680)]                         # rk3566 int8 3×3 kept
+    assert conv_tiles(680, 9, 6144, 16) == [(0, 672), (672, 680)]            # rk3576: 688 rounded
+    assert conv_tiles(688, 9, 6144, 8) == [(0, 344), (344, 688)]
+    assert conv_tiles(344, 18, 6144, 8) == [(0, 336), (336, 344)]            # float16 3×3, rk3566
+    assert conv_tiles(256, 26, 6144, 8) == [(0, 128), (128, 256)]            # LPRNet's 13×1 float16 Conv
+    assert conv_tiles(4896, 2, 3072) == [(0, 1536), (1536, 3072), (3072, 4608), (4608, 4896)]   # rk3588
+
+
 def test_deep_conv_is_split_with_its_activation_on_the_last_tile():
     """352 input channels, 3×3, int8: Split, Conv, ConvAddRelu (rknn-toolkit2 prints the same)."""
     model = optimize(_conv_model(352), 3)
@@ -111,11 +127,11 @@ def test_residual_add_after_a_split_conv_is_its_own_layer():
 
 
 def test_the_limit_is_chip_data_and_counts_weight_bytes(tmp_path):
-    """rk3588 splits, rk3566 and rk3576 do not (measured up to 4608 bytes); float16 weights are
-    two bytes, so 176 channels × 3×3 split in float16 and not in int8."""
+    """rk3588 splits above 3072 bytes, rk3566, rk3562 and rk3576 above 6144 (measured); float16
+    weights are two bytes, so 176 channels × 3×3 split in float16 on rk3588 and not on rk3566."""
     assert chips.get_chip("rk3588").lowering["conv_split_input_bytes"] == 3072
-    assert not chips.get_chip("rk3566").lowering.get("conv_split_input_bytes")
-    assert not chips.get_chip("rk3576").lowering.get("conv_split_input_bytes")
+    for name in ("rk3566", "rk3562", "rk3576"):
+        assert chips.get_chip(name).lowering["conv_split_input_bytes"] == 6144
     path = tmp_path / "m.onnx"
     onnx.save(_conv_model(176), path)
 
@@ -125,13 +141,14 @@ def test_the_limit_is_chip_data_and_counts_weight_bytes(tmp_path):
     assert convs("rk3588") == 3 and convs("rk3566") == 2
 
 
-def _concat_model(second: int, silu: bool = False, third: bool = False) -> onnx.ModelProto:
-    """Conv(x)[16] and Conv+Relu(x)[second] concatenated, read by a 3×3 Conv + Relu (or SiLU)."""
+def _concat_model(second: int, silu: bool = False, third: bool = False, out: int = 4) -> onnx.ModelProto:
+    """Conv(x)[16] and Conv+Relu(x)[second] (and Conv(x) again) concatenated, read by a 3×3 Conv
+    of ``out`` channels + Relu (or SiLU)."""
     width = 16 + second + (16 if third else 0)
     inits = [numpy_helper.from_array(_RNG.normal(0, .3, (16, 8, 1, 1)).astype(np.float32), "wa"),
              numpy_helper.from_array(_RNG.normal(0, .3, (second, 8, 1, 1)).astype(np.float32), "wb"),
-             numpy_helper.from_array(_RNG.normal(0, .3, (4, width, 3, 3)).astype(np.float32), "w"),
-             numpy_helper.from_array(_RNG.normal(0, .3, 4).astype(np.float32), "b")]
+             numpy_helper.from_array(_RNG.normal(0, .3, (out, width, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(_RNG.normal(0, .3, out).astype(np.float32), "b")]
     act = ([helper.make_node("Sigmoid", ["c"], ["sg"], name="sg"), helper.make_node("Mul", ["c", "sg"], ["y"], name="silu")]
            if silu else [helper.make_node("Relu", ["c"], ["y"], name="r")])
     nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], name="ca"), helper.make_node("Conv", ["x", "wb"], ["b0"], name="cb"),
@@ -139,7 +156,7 @@ def _concat_model(second: int, silu: bool = False, third: bool = False) -> onnx.
              helper.make_node("Concat", ["a", "bb"] + (["a"] if third else []), ["cat"], axis=1, name="cat"),
              helper.make_node("Conv", ["cat", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1])] + act
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, out, 6, 6])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
@@ -157,8 +174,14 @@ def test_concat_read_by_one_conv_is_one_conv_per_input():
     optimized = optimize(_concat_model(8, silu=True), 3)
     assert _rows(optimized) == ["Conv", "ConvRelu", "Conv", "ConvAdd", "exSwish"]
     assert "Concat" in [n.op_type for n in optimize(_concat_model(16, silu=True), 3).graph.node]
-    # ... and a Concat of more than two inputs stays (DeepLab's ASPP, measured)
-    assert "Concat" in [n.op_type for n in optimize(_concat_model(8, third=True), 3).graph.node]
+    # ... a Concat of more than two inputs stays when the Conv has at least as many output channels as
+    # the inputs on average (DeepLab's ASPP 5 × 256 → 256), else it is split in the order 1, 0, 2
+    # (LPRNet's 64 + 128 + 256 + 68 → 68; probes, docs/fidelity.md)
+    assert "Concat" in [n.op_type for n in optimize(_concat_model(8, third=True, out=14), 3).graph.node]
+    model = _concat_model(8, third=True, out=13)
+    optimized = optimize(model, 3)
+    assert _rows(optimized) == ["Conv", "ConvRelu", "Conv", "ConvAdd", "ConvAddRelu"]
+    np.testing.assert_allclose(_run(optimized, x), _run(model, x), rtol=1e-4, atol=1e-5)
 
 
 def _grouped_model(width: int, channels: int = 32) -> onnx.ModelProto:

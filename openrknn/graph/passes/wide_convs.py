@@ -12,9 +12,18 @@ Tiles: two halves when two suffice and a half is whole 16-channel blocks; otherw
 limit's depth rounded down to 16 channels, and the remainder (measured at 3×3 int8: 352 → 176 + 176,
 360 → 336 + 24, 400 → 336 + 64, 440 → 336 + 104, also for a grouped Conv run dense (RegNetY's 440);
 at 1×1: 8192 → 3072 + 3072 + 2048, 6000 → 3072 + 2928; float16 3×3: 176 → 160 + 16, 440 → 160 +
-160 + 120). Exact in float: the sum of
-the partial convolutions is the convolution; in int8 each partial sum is stored and requantized,
-as on the chip.
+160 + 120). The depth checked is the input channels rounded up to the block: rk3576 splits a 3×3
+int8 Conv of 680 channels (6120 bytes, 688 rounded) into 672 + 8.
+
+RK3566, RK3562 and RK3576 split above 6144 bytes (``lowering.conv_split_input_bytes``; probe
+convolutions: 1×1 float16 3072 channels kept, 3088 split; int8 6144 kept, 6160 split; 3×3 int8 680
+kept on rk3566, 688 split). RK3566's block is 8 channels (``lowering.conv_split_block``: int8 6160
+→ 3080 + 3080, 688 → 344 + 344 at 3×3; float16 3088 → 1544 + 1544 but 3080 → 3072 + 8); RK3562 and
+RK3576 cut 6160 into 6144 + 16 and 688 into 672 + 16 (blocks of 16). LPRNet's 13×1 Conv over 256
+float16 channels is split into two halves on all three (``bench/perf_placement.py``).
+
+Exact in float: the sum of the partial convolutions is the convolution; in int8 each partial sum
+is stored and requantized, as on the chip.
 """
 from __future__ import annotations
 
@@ -29,9 +38,13 @@ from openrknn.graph.passes.base import PassResult, attribute
 from openrknn.graph.passes.channel_slices import GATHER_KEY, GATHERED_KEY, split_sliced_convs
 from openrknn.graph.passes.constant_folding import static_shapes
 
+_TILE_BLOCK = 16   # channels: the tiles are whole 16-channel blocks but the last (measured, int8 and float16)
 
-def split_wide_convs(model: onnx.ModelProto, limit_bytes: int | None, weight_bytes: int) -> PassResult:
-    """Split every dense Conv deeper than ``limit_bytes`` (None: the chip has no such limit)."""
+
+def split_wide_convs(model: onnx.ModelProto, limit_bytes: int | None, weight_bytes: int,
+                     block: int | None = None) -> PassResult:
+    """Split every dense Conv deeper than ``limit_bytes`` (None: the chip has no such limit) into
+    tiles of whole ``block``-channel blocks (None: 16)."""
     if not limit_bytes:
         return PassResult(model, False)
     graph = model.graph
@@ -44,7 +57,7 @@ def split_wide_convs(model: onnx.ModelProto, limit_bytes: int | None, weight_byt
         if weight.ndim != 4:
             continue
         depth = weight.shape[2] * weight.shape[3] * weight_bytes
-        tiles = conv_tiles(weight.shape[1], depth, limit_bytes)
+        tiles = conv_tiles(weight.shape[1], depth, limit_bytes, block or _TILE_BLOCK)
         if len(tiles) < 2:
             continue
         _split_one(graph, conv, weight, inits, tiles)
@@ -54,20 +67,19 @@ def split_wide_convs(model: onnx.ModelProto, limit_bytes: int | None, weight_byt
     return PassResult(model, modified)
 
 
-def conv_tiles(channels: int, bytes_per_channel: int, limit_bytes: int) -> list[tuple[int, int]]:
-    """The input-channel ranges of the tiles (one range when the Conv fits)."""
-    if channels * bytes_per_channel <= limit_bytes:
+def conv_tiles(channels: int, bytes_per_channel: int, limit_bytes: int | None,
+               block: int = _TILE_BLOCK) -> list[tuple[int, int]]:
+    """The input-channel ranges of the tiles (one range when the Conv fits, or without a limit)."""
+    depth = -(-channels // block) * block * bytes_per_channel   # the channels as the NPU holds them
+    if not limit_bytes or depth <= limit_bytes:
         return [(0, channels)]
-    count = math.ceil(channels * bytes_per_channel / limit_bytes)
-    if count == 2 and channels % (2 * _TILE_BLOCK) == 0:
+    count = math.ceil(depth / limit_bytes)
+    if count == 2 and channels % (2 * block) == 0:
         half = channels // 2
         return [(0, half), (half, channels)]
     fits = limit_bytes // bytes_per_channel
-    per = max(1, fits // _TILE_BLOCK * _TILE_BLOCK if fits >= _TILE_BLOCK else fits)
+    per = max(1, fits // block * block if fits >= block else fits)
     return [(s, min(s + per, channels)) for s in range(0, channels, per)]
-
-
-_TILE_BLOCK = 16   # channels: the tiles are whole 16-channel blocks but the last (measured, int8 and float16)
 
 
 _ONE_BLOCK = 16   # a Concat of at most 16 channels stays (measured: 8 + 8 kept, 27 + 11 split)
@@ -97,7 +109,7 @@ def split_concat_convs(model: onnx.ModelProto) -> PassResult:
     for concat in [n for n in graph.node if n.op_type == "Concat" and n.domain in ("", "ai.onnx")]:
         users = readers.get(concat.output[0], [])
         if attribute(concat, "axis") not in (1, -3) or concat.output[0] in outputs or len(users) != 1 \
-                or len(concat.input) != 2:
+                or len(concat.input) < 2:
             continue
         conv = users[0]
         if any(p.key in (GATHER_KEY, GATHERED_KEY) for p in conv.metadata_props):
@@ -125,7 +137,13 @@ def _keeps_wide_output_concat(sizes: list[int], out_channels: int) -> bool:
     """A Concat of whole 16-channel blocks read by a Conv with at least half as many output channels
     as it reads stays a Concat (measured, rk3588 int8 probes: 256 + 256 channels are split for 64 to
     224 output channels and kept for 256 to 1000; 32 + 32 kept for 128 to 1000; SqueezeNet's
-    classifier Conv, 512 → 1000, keeps its Concat while its fire modules' squeeze Convs split)."""
+    classifier Conv, 512 → 1000, keeps its Concat while its fire modules' squeeze Convs split).
+    Of more than two inputs, whole blocks or not, the Concat stays when the Conv has at least as many
+    output channels as its inputs have on average (rk3588 int8 and float16 probes: 64 × 3 → 64 and 96
+    kept, → 48 split; 32 + 128 + 64 → 100 kept; 256 + 256 + 68 → 256 kept; 64 + 128 + 256 + 68 → 68
+    split, LPRNet's container Conv; 24 + 40 + 20 → 16 split; DeepLab's ASPP, 5 × 256 → 256, kept)."""
+    if len(sizes) > 2:
+        return out_channels * len(sizes) >= sum(sizes)
     return all(c % _ONE_BLOCK == 0 for c in sizes) and 2 * out_channels >= sum(sizes)
 
 
@@ -145,7 +163,7 @@ def _split_one(graph: onnx.GraphProto, conv: onnx.NodeProto, weight: np.ndarray,
     # A Concat's inputs: the Conv of the input computed last comes first, stored as ``<input>_conv``
     # (SqueezeNet: ``expand3x3_activation/Relu_output_0_conv``, then the ConvAddRelu of ``expand1x1``;
     # U-Net: ``Resize_output_0_conv``, then the ConvAdd of the encoder's skip tensor)
-    if sources is None:
+    if sources is None or len(sources) > 2:   # of more than two Concat inputs: 1, 0, 2, 3 ... (LPRNet)
         order = [1, 0] + list(range(2, len(tiles)))
     else:
         made = {o: i for i, n in enumerate(graph.node) for o in n.output}
