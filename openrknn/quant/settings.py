@@ -156,7 +156,7 @@ class QuantSettings:
     bias_correction: bool = True
     # each layer's bias correction checked on held-out calibration samples and kept only where it lowers
     # their error (quantizer._correct_biases; the picture-reading layers are always corrected)
-    bias_correction_check: bool = False
+    bias_correction_check: bool = True
     equalize_depthwise: bool = True
 
     @property
