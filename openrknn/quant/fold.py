@@ -213,6 +213,11 @@ class EqualizationReport:
         return text
 
 
+def held_out_indices(count: int) -> set[int]:
+    """The calibration samples a rewrite is checked on (every ``HELD_OUT_EVERY``-th; none when fewer)."""
+    return set(range(HELD_OUT_EVERY - 1, count, HELD_OUT_EVERY)) if count >= HELD_OUT_EVERY else set()
+
+
 def _int8_error(value: np.ndarray, lo: float, hi: float, s: np.ndarray | None = None) -> float:
     """Squared error of per-tensor asymmetric int8 on ``value / s`` over [lo, hi], in the units of ``value``."""
     x = value if s is None else value / s.reshape((1, -1) + (1,) * (value.ndim - 2))
@@ -226,7 +231,7 @@ def _int8_error(value: np.ndarray, lo: float, hi: float, s: np.ndarray | None = 
 def _equalization_plan(model: onnx.ModelProto, tensors: list[str], samples, custom_ops):
     """Scales per tensor (from all samples) and the tensors whose rescale lost on held-out samples."""
     samples = list(samples)
-    held = set(range(HELD_OUT_EVERY - 1, len(samples), HELD_OUT_EVERY)) if len(samples) >= HELD_OUT_EVERY else set()
+    held = held_out_indices(len(samples))
     fit = [x for i, x in enumerate(samples) if i not in held]
     ranges: dict = {}
     for values in tensor_values(model, tensors, fit, custom_ops):

@@ -28,6 +28,10 @@ class TensorStats:
         self.hist: np.ndarray | None = None
         self.channel_sum: np.ndarray | None = None   # per channel (axis 1, or the last axis of 2-D/3-D)
         self.channel_count = 0
+        # per update (one calibration sample): its channel means and its mean square, so bias
+        # correction can be checked on held-out samples (quantizer._correct_biases)
+        self.sample_means: list[np.ndarray] = []
+        self.sample_power: list[float] = []
 
     @property
     def seen(self) -> bool:
@@ -47,11 +51,15 @@ class TensorStats:
         if values.ndim >= 2 and np.isfinite(values).all():
             axis = 1 if values.ndim == 4 else values.ndim - 1
             sums = np.moveaxis(values, axis, 0).reshape(values.shape[axis], -1).sum(axis=1, dtype=np.float64)
+            per_channel = values.size // values.shape[axis]
             if self.channel_sum is None or self.channel_sum.shape != sums.shape:
-                self.channel_sum, self.channel_count = sums, values.size // values.shape[axis]
+                self.channel_sum, self.channel_count = sums, per_channel
+                self.sample_means, self.sample_power = [], []
             else:
                 self.channel_sum += sums
-                self.channel_count += values.size // values.shape[axis]
+                self.channel_count += per_channel
+            self.sample_means.append(sums / per_channel)
+            self.sample_power.append(float(np.mean(np.square(values, dtype=np.float64))))
 
     def channel_mean(self) -> np.ndarray | None:
         """Mean of each channel over everything seen (for bias correction)."""

@@ -154,6 +154,9 @@ class QuantSettings:
     # neither (measured by probes, bench/vendor_weight_grid.py): with both False and
     # weight_qtype='asymmetric_quantized' a build quantizes as the vendor does.
     bias_correction: bool = True
+    # each layer's bias correction checked on held-out calibration samples and kept only where it lowers
+    # their error (quantizer._correct_biases; the picture-reading layers are always corrected)
+    bias_correction_check: bool = True
     equalize_depthwise: bool = True
 
     @property
