@@ -90,6 +90,17 @@ def attribute(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
+def constant_axes(node: onnx.NodeProto, constants) -> list[int] | None:
+    """The axes a Reduce* node names: its ``axes`` attribute (before opset 18) or its constant second
+    input; ``[]`` when it names none, None when that input is not among ``constants``."""
+    axes = attribute(node, "axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        if node.input[1] not in constants:
+            return None
+        axes = numpy_helper.to_array(constants[node.input[1]]).ravel().tolist()
+    return [int(a) for a in axes or ()]
+
+
 def replace_initializer(graph: onnx.GraphProto, node: onnx.NodeProto, index: int, name: str,
                          value: np.ndarray) -> None:
     """Give ``node`` a private folded copy (the original may be shared with other nodes)."""

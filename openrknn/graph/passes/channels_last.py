@@ -30,7 +30,7 @@ from onnx import helper, numpy_helper
 
 from openrknn import log
 from openrknn.graph.names import fresh_name
-from openrknn.graph.passes.base import PassResult, attribute, consumers, graph_output_names, initializers, replace_input
+from openrknn.graph.passes.base import PassResult, attribute, constant_axes, consumers, graph_output_names, initializers, replace_input
 
 _TO_LAST = [0, 2, 3, 1]
 _TO_FIRST = [0, 3, 1, 2]
@@ -120,11 +120,7 @@ def _channel_constant(tensor: onnx.TensorProto) -> np.ndarray | None:
 
 
 def _reduce_axes(node: onnx.NodeProto, inits) -> list[int] | None:
-    axes = attribute(node, "axes")
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        if node.input[1] not in inits:
-            return None
-        axes = numpy_helper.to_array(inits[node.input[1]]).ravel().tolist()
+    axes = constant_axes(node, inits)
     if not axes:
         return None
     return [_TO_LAST[a % 4] for a in axes]

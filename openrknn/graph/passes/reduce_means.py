@@ -30,7 +30,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn.graph.names import fresh_name
-from openrknn.graph.passes.base import PassResult, attribute, consumers, graph_output_names
+from openrknn.graph.passes.base import PassResult, attribute, constant_axes, consumers, graph_output_names
 from openrknn.graph.passes.constant_folding import static_shapes
 from openrknn.graph.passes.wide_convs import conv_tiles
 
@@ -66,11 +66,9 @@ def lower_reduce_means(model: onnx.ModelProto, limit_bytes: int | None = None, w
 def mean_axes(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto], rank: int) -> tuple[int, ...] | None:
     """The axes a ReduceMean reduces (all of them without axes), None when they are not constant or
     the node reduces nothing (``noop_with_empty_axes``)."""
-    axes = attribute(node, "axes")
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        if node.input[1] not in inits:
-            return None
-        axes = numpy_helper.to_array(inits[node.input[1]]).ravel().tolist()
+    axes = constant_axes(node, inits)
+    if axes is None:
+        return None
     if not axes:
         return None if attribute(node, "noop_with_empty_axes", 0) else tuple(range(rank))
     return tuple(sorted({int(a) % rank for a in axes}))
