@@ -63,23 +63,32 @@ json.dump(result, open(sys.argv[2], 'w'))
 """
 
 
-def vendor_dump(python: str, model, source, config, dataset: str, image: str, work: str) -> tuple[dict, dict]:
-    """The vendor simulator's value of every tensor it dumps (name → array) and the handover result."""
+def run_vendor_job(python: str, model, source, config, dataset: str, work: str, script: str, script_text: str,
+                   args: list[str], **extra) -> dict:
+    """Hand ``model`` over as ``export_rknn(toolchain='rknn-toolkit2')`` does (graph, vendor config, ranges,
+    float16 layers; ``extra`` joins the job) and run ``script_text`` as ``script`` in the vendor's Python,
+    isolated (``-I``) in ``work``, beside the export's ``rk_job`` module. Returns the job."""
+    import onnx
     _, version = rockchip.find_toolchain(python)
     onnx_path = os.path.join(work, "model.onnx")
-    import onnx
     onnx.save(rockchip.handover_graph(model, source), onnx_path)
     job = {"onnx": onnx_path, "config": rockchip.vendor_config(config, model, version),
            "dataset": rockchip._absolute_dataset(dataset, work), "ranges": rockchip.tensor_ranges(model),
            "float16": rockchip.float16_tensors(model), "float16_internal": rockchip.float16_layer_internals(model),
-           "analysis_inputs": [image], "analysis_dir": os.path.join(work, "snapshot")}
+           **extra}
     Path(work, "job.json").write_text(json.dumps(job))
     shutil.copyfile(rockchip._JOB_SCRIPT, os.path.join(work, "rk_job.py"))
-    Path(work, "analysis.py").write_text(_VENDOR_ANALYSIS)
-    done = subprocess.run([python, "-I", "analysis.py", "job.json", "result.json"], cwd=work, capture_output=True,
-                          text=True)
+    Path(work, script).write_text(script_text)
+    done = subprocess.run([python, "-I", script, "job.json", *args], cwd=work, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(done.stdout[-3000:] + done.stderr[-3000:])
+    return job
+
+
+def vendor_dump(python: str, model, source, config, dataset: str, image: str, work: str) -> tuple[dict, dict]:
+    """The vendor simulator's value of every tensor it dumps (name → array) and the handover result."""
+    job = run_vendor_job(python, model, source, config, dataset, work, "analysis.py", _VENDOR_ANALYSIS,
+                         ["result.json"], analysis_inputs=[image], analysis_dir=os.path.join(work, "snapshot"))
     return read_snapshot(job["analysis_dir"]), json.loads(Path(work, "result.json").read_text())
 
 
@@ -120,15 +129,20 @@ def prepare_build(data: Path, model_key: str, algorithm: str, weight_qtype: str,
     return rknn, dataset, image
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_build_arguments(parser: argparse.ArgumentParser, model: str) -> None:
+    """The options of :func:`prepare_build` and of the vendor's interpreter, shared by the vendor benches."""
     parser.add_argument("--data", default=str(REPO.parent / "shared"))
-    parser.add_argument("--model", default="cls")
+    parser.add_argument("--model", default=model)
     parser.add_argument("--algorithm", default="normal")
     parser.add_argument("--toolchain-python", default=os.environ.get(rockchip.ENV_VAR))
-    parser.add_argument("--keep", help="keep the work folder here")
-    parser.add_argument("--all", action="store_true")
     parser.add_argument("--weight-qtype", default="asymmetric_quantized")
+    parser.add_argument("--keep", help="keep the work folder here")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_build_arguments(parser, model="cls")
+    parser.add_argument("--all", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="reuse the vendor's dumps in --keep (same build)")
     args = parser.parse_args(argv)
     python, _ = rockchip.find_toolchain(args.toolchain_python)

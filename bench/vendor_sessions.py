@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import pickle
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from vendor_layers import prepare_build  # noqa: E402
+from vendor_layers import add_build_arguments, prepare_build, run_vendor_job  # noqa: E402
 
 from openrknn.analysis.accuracy import _lowered  # noqa: E402
 from openrknn.export import rockchip  # noqa: E402
@@ -81,19 +78,7 @@ r.inference(inputs=[np.array(Image.open(job['image']).convert('RGB'))[None]])
 
 def vendor_feeds(python: str, model, source, config, dataset: str, image: str, work: str) -> dict[str, np.ndarray]:
     """Every tensor the vendor's simulator fed one of its per-op sessions, by name (dequantized values)."""
-    _, version = rockchip.find_toolchain(python)
-    onnx_path = os.path.join(work, "model.onnx")
-    onnx.save(rockchip.handover_graph(model, source), onnx_path)
-    job = {"onnx": onnx_path, "config": rockchip.vendor_config(config, model, version),
-           "dataset": rockchip._absolute_dataset(dataset, work), "ranges": rockchip.tensor_ranges(model),
-           "float16": rockchip.float16_tensors(model), "float16_internal": rockchip.float16_layer_internals(model),
-           "image": image}
-    Path(work, "job.json").write_text(json.dumps(job))
-    shutil.copyfile(rockchip._JOB_SCRIPT, os.path.join(work, "rk_job.py"))
-    Path(work, "sessions.py").write_text(_VENDOR_SESSIONS)
-    done = subprocess.run([python, "-I", "sessions.py", "job.json"], cwd=work, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(done.stdout[-3000:] + done.stderr[-3000:])
+    run_vendor_job(python, model, source, config, dataset, work, "sessions.py", _VENDOR_SESSIONS, [], image=image)
     feeds: dict[str, np.ndarray] = {}
     for path in sorted(glob.glob(os.path.join(work, "sessions", "*.feed")), key=lambda p: int(Path(p).stem)):
         for name, value in pickle.loads(Path(path).read_bytes()).items():
@@ -161,12 +146,7 @@ def layer_differences(lowered: onnx.ModelProto, params: dict, vendor: dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(REPO.parent / "shared"))
-    parser.add_argument("--model", default="det")
-    parser.add_argument("--algorithm", default="normal")
-    parser.add_argument("--toolchain-python", default=os.environ.get(rockchip.ENV_VAR))
-    parser.add_argument("--weight-qtype", default="asymmetric_quantized")
-    parser.add_argument("--keep", help="keep the work folder here")
+    add_build_arguments(parser, model="det")
     parser.add_argument("--all", action="store_true", help="print every layer, not only those that differ")
     args = parser.parse_args(argv)
     python, _ = rockchip.find_toolchain(args.toolchain_python)
