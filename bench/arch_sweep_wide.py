@@ -73,18 +73,38 @@ def float_outputs(model: Path, norm: dict, pictures: np.ndarray) -> list[list[np
 VENDOR_PIPELINE = {"bias_correction": False, "equalize_depthwise": False}
 
 
+def parse_settings(pairs: list[str]) -> dict:
+    """``--set bias_correction=false`` → ``{'bias_correction': False}`` (QuantSettings fields, an experiment)."""
+    from openrknn.quant.settings import QuantSettings
+    fields = {f.name for f in dataclasses.fields(QuantSettings)}
+    settings = {}
+    for pair in pairs:
+        key, _, text = pair.partition("=")
+        if key not in fields:
+            raise SystemExit(f"--set {pair}: '{key}' is not a QuantSettings field (choose from {sorted(fields)})")
+        lowered = text.lower()
+        settings[key] = (True if lowered == "true" else False if lowered == "false" else
+                         None if lowered == "none" else int(text) if text.lstrip("-").isdigit() else text)
+    return settings
+
+
+def settings_suffix(settings: dict) -> str:
+    return "".join(f".{key}-{value}" for key, value in sorted(settings.items()))
+
+
 def openrknn_outputs(model: Path, norm: dict, dataset: Path, pictures: np.ndarray,
-                     pipeline: str = "openrknn") -> list[list[np.ndarray]]:
+                     pipeline: str = "openrknn", settings: dict | None = None) -> list[list[np.ndarray]]:
     from rknn.api import RKNN
     import openrknn.compile as compile_stage
     setup = compile_stage.calibration_setup
-    if pipeline == "vendor":
-        def vendor_setup(*args, **kwargs):
-            settings, samples = setup(*args, **kwargs)
-            return dataclasses.replace(settings, **VENDOR_PIPELINE), samples
-        compile_stage.calibration_setup = vendor_setup
+    changes = dict(VENDOR_PIPELINE if pipeline == "vendor" else {}, **(settings or {}))
+    if changes:
+        def changed_setup(*args, **kwargs):
+            quant_settings, samples = setup(*args, **kwargs)
+            return dataclasses.replace(quant_settings, **changes), samples
+        compile_stage.calibration_setup = changed_setup
     extra = {"weight_qtype": "asymmetric_quantized"} if pipeline == "vendor" else {}
-    rknn = RKNN(verbose=False)
+    rknn = RKNN(verbose=os.environ.get("SWEEP_VERBOSE") == "1")
     try:
         rknn.config(mean_values=[norm["mean"]], std_values=[norm["std"]], target_platform="rk3588", **extra)
         if rknn.load_onnx(model=str(model)) != 0 or rknn.build(do_quantization=True, dataset=str(dataset)) != 0 \
@@ -144,7 +164,7 @@ class RowFailed(Exception):
 
 def measure(arch: str, init: str, args: argparse.Namespace, cache: Path, commit: str) -> dict:
     """One row: openrknn's score (recomputed unless cached for this commit) and the vendor's (cached outputs)."""
-    row_path = cache / f"{arch}_{init}.wide{PIPELINE_SUFFIX[args.pipeline]}.row.json"
+    row_path = cache / f"{arch}_{init}.wide{PIPELINE_SUFFIX[args.pipeline]}{args.suffix}.row.json"
     row = json.loads(row_path.read_text()) if row_path.exists() else {}
     if row.get("openrknn_commit") == commit and "delta_se" in row and not args.redo:
         return row
@@ -158,7 +178,7 @@ def measure(arch: str, init: str, args: argparse.Namespace, cache: Path, commit:
     pictures = np.load(pictures_path)
     reference = float_outputs(model, norm, pictures)
     started = time.time()
-    ours = per_picture(openrknn_outputs(model, norm, dataset, pictures, args.pipeline), reference)
+    ours = per_picture(openrknn_outputs(model, norm, dataset, pictures, args.pipeline, args.settings), reference)
     seconds = round(time.time() - started, 1)
     theirs = per_picture(vendor_outputs(model, norm, dataset, pictures_path, len(pictures)), reference)
     row = dict(arch=arch, init=init, pictures=len(pictures), openrknn=score(ours), vendor=score(theirs),
@@ -209,8 +229,13 @@ def main() -> None:
     parser.add_argument("--pipeline", choices=tuple(PIPELINE_SUFFIX), default="openrknn",
                         help="openrknn's default quantization, or 'vendor': rknn-toolkit2's (asymmetric weights, "
                              "no bias correction, no depthwise equalization; rows cached apart, table only printed)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="an experiment: change one QuantSettings field (repeatable; rows cached apart, "
+                             "table only printed)")
     args = parser.parse_args()
-    if args.pipeline != "openrknn":
+    args.settings = parse_settings(args.set)
+    args.suffix = settings_suffix(args.settings)
+    if args.pipeline != "openrknn" or args.settings:
         args.table = ""
     cache = Path(args.cache).resolve()
     commit = git_commit()
@@ -230,7 +255,7 @@ def main() -> None:
     rows = []
     for arch in ARCHS:                                  # the table in the sweep's order, cached rows only
         for init in INITS:
-            row_path = cache / f"{arch}_{init}.wide{PIPELINE_SUFFIX[args.pipeline]}.row.json"
+            row_path = cache / f"{arch}_{init}.wide{PIPELINE_SUFFIX[args.pipeline]}{args.suffix}.row.json"
             if row_path.exists():
                 rows.append(json.loads(row_path.read_text()))
     text = table(rows)

@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     HYBRID_THRESH = args.hybrid_thresh
     log.configure(verbose=False)
-    log.logger.setLevel("ERROR")
+    log.logger.setLevel(os.environ.get("QQ_LOG", "ERROR"))
     data = Path(args.data)
     images = _images(data / "images")
     algorithms = args.algorithms.split(",")

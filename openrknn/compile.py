@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from openrknn import __version__, chips, log, quant
+from openrknn.analysis.correction_check import correction_judge
 from openrknn.config import ModelConfig
 from openrknn.errors import BuildError, ConfigError, NotSupportedError
 from openrknn.frontends import SourceModel
@@ -252,7 +253,8 @@ def _quantize_or_float(model: RKNNModel, source: SourceModel, cfg: ModelConfig, 
         model.tensor_dtypes = _float_dtypes(model)
         return model
     settings, samples = calibration_setup(model, cfg, dataset)
-    quantized = quant.quantize_model(model, samples, settings, overrides, custom_ops, cache)
+    quantized = quant.quantize_model(model, samples, settings, overrides, custom_ops, cache,
+                                     correction_judge(model, custom_ops))
     warn_lopsided_joins(quantized, samples, custom_ops)
     return quantized
 

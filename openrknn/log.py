@@ -5,9 +5,11 @@ One module-level logger named ``openrknn``; each ``RKNN`` object sets the consol
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 _PREFIX = {logging.DEBUG: "D", logging.INFO: "I", logging.WARNING: "W", logging.ERROR: "E", logging.CRITICAL: "E"}
 
@@ -77,6 +79,17 @@ def warning(msg: str) -> None:
 
 def error(msg: str) -> None:
     logger.error(msg)
+
+
+@contextlib.contextmanager
+def muted() -> Iterator[None]:
+    """Only errors are logged inside (a trial whose lines the real run prints again)."""
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def in_ci() -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from openrknn import chips, log
+from openrknn.analysis.correction_check import correction_judge
 from openrknn.analysis.mixed_precision import auto_hybrid_build, propose_layers
 from openrknn.analysis.tradeoff import format_tradeoff, tradeoff_points
 from openrknn.compile import build_model, calibration_setup
@@ -121,7 +122,8 @@ def hybrid_step2(model_input: str, data_input: str, model_quantization_cfg: str,
                  custom_ops: CustomOpRegistry | None = None) -> RKNNModel:
     """``RKNN.hybrid_quantization_step2``: the model quantized from the step-1 files and the edited config."""
     inputs = read_step2(model_input, data_input, model_quantization_cfg)
-    model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides, custom_ops)
+    model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides, custom_ops,
+                           correction_judge=correction_judge(inputs.float_model, custom_ops))
     log.info(f"hybrid_quantization_step2: {len(inputs.overrides.float_layers)} layer(s) in float16, "
              f"{len(inputs.overrides.params)} edited parameter set(s)")
     return model

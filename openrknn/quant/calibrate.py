@@ -28,6 +28,7 @@ class CalibrationCache:
 
     prepared: onnx.ModelProto | None = None
     stats: dict[str, TensorStats] = field(default_factory=dict)
+    bias_correction: bool | None = None   # the correction judge's decision (quantizer.quantize_model)
 
 
 def _session(model: onnx.ModelProto, tensors: list[str], custom_ops: CustomOpRegistry | None):
