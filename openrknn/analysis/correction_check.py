@@ -21,8 +21,8 @@ from openrknn.sim.session import lower
 
 def correction_judge(float_model: RKNNModel, custom_ops: CustomOpRegistry | None = None) -> CorrectionJudge:
     """A scorer for ``quant.quantize_model``: two quantized models and samples (graph layout) → each
-    model's mean output cosine against ``float_model`` (the lowest over the outputs, as
-    ``auto_hybrid`` scores)."""
+    model's mean output cosine against their float graph (``golden``: the lowest over the outputs,
+    as ``auto_hybrid`` scores). ``float_model`` names the inputs."""
     names = [spec.name for spec in float_model.inputs]
 
     def outputs(graph, samples: Sequence[Sequence[np.ndarray]]) -> list[list[np.ndarray]]:
@@ -30,7 +30,7 @@ def correction_judge(float_model: RKNNModel, custom_ops: CustomOpRegistry | None
         return [session.run(dict(zip(names, sample))) for sample in samples]
 
     def judge(first: RKNNModel, second: RKNNModel, samples: list) -> tuple[float, float]:
-        golden = outputs(float_model.graph, samples)
+        golden = outputs(first.golden, samples)   # the float graph quantization calibrated (folded alike)
         return (mean_output_cosine(golden, outputs(lower(first), samples)),
                 mean_output_cosine(golden, outputs(lower(second), samples)))
 

@@ -7,7 +7,7 @@ as the observers have seen them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import onnx
@@ -67,25 +67,6 @@ def merge_channel_range(ranges: dict[str, tuple[np.ndarray, np.ndarray]], name: 
     if name in ranges and ranges[name][0].shape == lo.shape:
         lo, hi = np.minimum(ranges[name][0], lo), np.maximum(ranges[name][1], hi)
     ranges[name] = (lo, hi)
-
-
-def tensor_values(model: onnx.ModelProto, tensors: Sequence[str], samples: Sequence[Sequence[np.ndarray]],
-                  custom_ops: CustomOpRegistry | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """The float values of ``tensors`` for one sample after another (only their ancestors run).
-
-    Raises:
-        QuantizationError: the float graph cannot run on a sample.
-    """
-    if not samples:
-        return
-    graph_inputs = [v.name for v in model.graph.input if v.name not in {i.name for i in model.graph.initializer}]
-    session = _session(_ancestors(model, tensors), list(tensors), custom_ops)
-    for index, sample in enumerate(samples):
-        try:
-            by_name = dict(zip(session.output_names, session.run(dict(zip(graph_inputs, sample)))))
-        except Exception as e:  # onnxruntime (or a custom op) raises its own exception types
-            raise QuantizationError(f"calibration sample {index + 1} cannot run through the float model: {e}") from e
-        yield {name: by_name[name] for name in tensors}
 
 
 def _ancestors(model: onnx.ModelProto, tensors: Sequence[str]) -> onnx.ModelProto:

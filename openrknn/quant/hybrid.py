@@ -54,6 +54,9 @@ class Step2Inputs:
     samples: list[list[np.ndarray]]
     settings: QuantSettings
     overrides: QuantOverrides
+    # step 1's bias-correction decision (quantizer._correct_every_layer), so step 2 quantizes alike;
+    # None: step-1 files that do not record it
+    every_layer_corrected: bool | None = None
 
 
 def float_record(model: RKNNModel) -> RKNNModel:
@@ -144,7 +147,10 @@ def read_step2(model_path: str, data_path: str, config_path: str) -> Step2Inputs
     float_layers, int16_layers = _layer_dtypes(config, float_model.graph, config_path)
     overrides = QuantOverrides(float_layers=frozenset(float_layers), int16_layers=frozenset(int16_layers),
                                params=_edited_parameters(config, facts.get("step1_parameters", {}), config_path))
-    return Step2Inputs(float_model=float_model, samples=samples, settings=settings, overrides=overrides)
+    scope = (float_model.metadata.get("quantization") or {}).get("bias_correction")
+    every_layer = {"checked per layer": True, "picture-reading layers": False}.get(scope)
+    return Step2Inputs(float_model=float_model, samples=samples, settings=settings, overrides=overrides,
+                       every_layer_corrected=every_layer)
 
 
 def _read_model(path: str) -> tuple[onnx.ModelProto, dict[str, Any]]:

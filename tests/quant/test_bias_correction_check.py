@@ -66,3 +66,78 @@ def test_a_correction_that_fails_on_held_out_samples_is_dropped(tmp_path, capsys
     assert np.all(np.abs(float_bias_of(checked, "second") - BIAS) <= step)   # kept the float bias
     assert "bias correction applied to 1 of 2 layer(s); 1 kept their bias" in printed   # 'first' reads the picture
     assert "second" in printed.split("kept their bias")[1]
+
+
+# The network-level decision (quantizer._correct_every_layer): a scorer stub stands in for the simulator.
+
+def steady_samples() -> list[np.ndarray]:
+    """Six pictures with the same channel means: every layer's own check keeps its correction."""
+    rng = np.random.default_rng(5)
+    return [(1.0 + rng.uniform(-0.2, 0.2, (1, 2, 6, 6))).astype(np.float32) for _ in range(6)]
+
+
+class ScriptedJudge:
+    """Returns the given (every layer, picture-reading layers only) cosines in turn and records the calls."""
+
+    def __init__(self, *scores: tuple[float, float]) -> None:
+        self.scores, self.sample_counts = list(scores), []
+
+    def __call__(self, every_layer, picture_only, samples) -> tuple[float, float]:
+        self.sample_counts.append(len(samples))
+        return self.scores.pop(0)
+
+
+def build_judged(tmp_path: Path, judge, cache=None):
+    from openrknn.quant import QuantSettings, quantize_model
+    from openrknn.quant.hybrid import float_record
+    samples = steady_samples()
+    built = quantized_build(flipping_means_model(tmp_path / "m.onnx"), samples)._model
+    return quantize_model(float_record(built), [[s] for s in samples], QuantSettings(), cache=cache,
+                          correction_judge=judge)
+
+
+def moved(model) -> bool:
+    step = np.asarray(model.quant_params["b2"]["scale"], np.float64)
+    return bool(np.abs(float_bias_of(model, "second") - BIAS).max() > 5 * step.max())
+
+
+def test_corrections_are_left_out_only_when_outputs_lose_on_held_out_and_calibration_samples(tmp_path, capsys):
+    judge = ScriptedJudge((0.90, 0.95), (0.97, 0.98))
+    model = build_judged(tmp_path, judge)
+    assert judge.sample_counts == [2, 6]   # held-out: every third of 6; then the calibration samples
+    step = np.asarray(model.quant_params["b2"]["scale"], np.float64)
+    assert np.all(np.abs(float_bias_of(model, "second") - BIAS) <= step)   # 'second' keeps its float bias
+    assert model.metadata["quantization"]["bias_correction"] == "picture-reading layers"
+    assert "bias correction kept on the picture-reading layers only" in capsys.readouterr().out
+
+
+def test_one_losing_test_is_not_enough_to_leave_corrections_out(tmp_path):
+    held_out_only = ScriptedJudge((0.90, 0.95), (0.99, 0.98))    # the calibration samples disagree
+    assert moved(build_judged(tmp_path, held_out_only)) and held_out_only.sample_counts == [2, 6]
+    winning = ScriptedJudge((0.95, 0.90))                          # no second test when the first keeps them
+    model = build_judged(tmp_path, winning)
+    assert moved(model) and winning.sample_counts == [2]
+    assert model.metadata["quantization"]["bias_correction"] == "checked per layer"
+
+
+def test_auto_hybrid_trials_reuse_the_decision(tmp_path):
+    from openrknn.quant.calibrate import CalibrationCache
+    cache = CalibrationCache()
+    judge = ScriptedJudge((0.90, 0.95), (0.97, 0.98))
+    first = build_judged(tmp_path, judge, cache)
+    second = build_judged(tmp_path, judge, cache)   # a trial: the cache holds the decision, no new scoring
+    assert judge.sample_counts == [2, 6] and cache.bias_correction is False
+    assert not moved(first) and not moved(second)
+
+
+def test_a_build_scores_both_candidates_in_the_simulator(tmp_path, capsys):
+    quantized_build(flipping_means_model(tmp_path / "m.onnx"), steady_samples())
+    printed = capsys.readouterr().out
+    assert "bias correction kept on" in printed and "correcting every layer" in printed
+
+
+def test_a_check_that_cannot_run_keeps_every_correction(tmp_path):
+    def failing(*_):
+        raise RuntimeError("the simulator cannot run this model")
+    model = build_judged(tmp_path, failing)
+    assert moved(model) and model.metadata["quantization"]["bias_correction"] == "checked per layer"
