@@ -134,6 +134,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     if settings.algorithm == "adaround":   # opt-in: learned weight rounding (torch)
         rounder = WeightRounder(graph, plan.weights, act_params, used, custom_ops)
     int16_weights = _int16_weights(graph, plan, overrides)
+    rounded: dict = {}   # each weight's integers, computed once for the trials and the real quantization
 
     def assembled(with_settings: QuantSettings, fit_only: bool = False, picture_only: bool = False) -> RKNNModel:
         """The model quantized from the same ranges with ``with_settings`` (a trial: nothing shared is changed)."""
@@ -141,7 +142,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         trial_graph.CopyFrom(graph)
         with log.muted():   # the lines of the real quantization follow
             _quantize_weights(trial_graph, trial_plan, with_settings, algorithm, act_params, trial_params, stats,
-                              overrides, int16_weights, wide, None, fit_only, picture_only)
+                              overrides, int16_weights, wide, None, fit_only, picture_only, rounded)
         return replace(rknn_model, graph=trial_graph, quantized_dtype=settings.canonical, quant_params=trial_params,
                        tensor_dtypes=_tensor_dtypes(trial_graph, act_params, trial_params), golden=golden)
 
@@ -155,7 +156,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
                 cache.bias_correction = every_layer
         picture_only = every_layer is False
     _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides,
-                      int16_weights, wide, rounder, picture_only=picture_only)
+                      int16_weights, wide, rounder, picture_only=picture_only, rounded=rounded)
     if rounder is not None:
         log.info(f"quantize: {rounder.summary()}")
     model = replace(rknn_model, graph=graph, quantized_dtype=settings.canonical, quant_params=quant_params,
@@ -416,7 +417,12 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
                       act_params: dict[str, QuantParams], quant_params: dict[str, dict], stats: dict,
                       overrides: QuantOverrides, int16_weights: set[str] = frozenset(),
                       wide: DtypeSpec | None = None, rounder=None, fit_only: bool = False,
-                      picture_only: bool = False) -> None:
+                      picture_only: bool = False, rounded: dict | None = None) -> None:
+    """Integer weights and int32 biases into ``graph``, their parameters into ``quant_params``.
+
+    ``rounded`` (name → integers and parameters before any bias widening) saves the rounding of a
+    weight already quantized from the same ranges (the bias-correction trials of ``quantize_model``).
+    """
     spec = settings.spec
     inits = {i.name: i for i in graph.graph.initializer}
     weight_params: dict[str, QuantParams] = {}
@@ -427,13 +433,17 @@ def _quantize_weights(graph: onnx.ModelProto, plan: annotate.Plan, settings: Qua
     widened: list[str] = []
     for name, (axis, group_axis) in plan.weights.items():
         array = numpy_helper.to_array(inits[name]).astype(np.float32)
-        if name in int16_weights:   # a hybrid int16 layer: 16-bit weights, one scale per output channel
+        if rounded is not None and name in rounded:
+            q, params = rounded[name]
+        elif name in int16_weights:   # a hybrid int16 layer: 16-bit weights, one scale per output channel
             method = "layer" if settings.method == "layer" else "channel"
             q, params = quantize_weight(array, axis, group_axis, wide.weight_dtype, wide.weight_qtype, method, None,
                                         algorithm)
         else:
             q, params = quantize_weight(array, axis, group_axis, spec.weight_dtype, spec.weight_qtype,
                                         settings.method, settings.group_size, algorithm, settings.conv_weight_rounding)
+        if rounded is not None:
+            rounded[name] = (q, params)
         if integer_bias and name in bias_of and name not in int16_weights and name not in overrides.params:
             params, count = _bias_safe(params, inits, *bias_of[name], act_params, spec)
             if count:
