@@ -141,3 +141,27 @@ def test_a_check_that_cannot_run_keeps_every_correction(tmp_path):
         raise RuntimeError("the simulator cannot run this model")
     model = build_judged(tmp_path, failing)
     assert moved(model) and model.metadata["quantization"]["bias_correction"] == "checked per layer"
+
+
+def test_outputs_too_small_to_judge_keep_every_correction(tmp_path):
+    judge = ScriptedJudge(None)   # the scorer found no output of 16 values or more
+    model = build_judged(tmp_path, judge)
+    assert moved(model) and judge.sample_counts == [2]
+
+
+def test_the_scorer_judges_only_outputs_of_16_values_or_more(tmp_path):
+    from openrknn.analysis.correction_check import correction_judge
+    from openrknn.quant.hybrid import float_record
+    rknn = quantized_build(flipping_means_model(tmp_path / "m.onnx"), steady_samples())   # one 4×6×6 output
+    model = rknn._model
+    scores = correction_judge(float_record(model))(model, model, [[s] for s in steady_samples()[:2]])
+    assert scores is not None and scores[0] == scores[1] and 0.99 < scores[0] <= 1.0
+    small = tmp_path / "small"
+    small.mkdir()
+    pooled = flipping_means_model(small / "m.onnx")
+    graph = onnx.load(pooled)
+    graph.graph.node.append(helper.make_node("GlobalAveragePool", ["y"], ["pooled"], name="pool"))
+    graph.graph.output[0].CopyFrom(helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, 4, 1, 1]))
+    onnx.save(graph, pooled)
+    model = quantized_build(pooled, steady_samples())._model
+    assert correction_judge(float_record(model))(model, model, [[s] for s in steady_samples()[:2]]) is None
