@@ -7,8 +7,8 @@ moves values; weights (and int32 biases) replace the float initializers of the s
 """
 from __future__ import annotations
 
-import time
 import copy
+import time
 from dataclasses import replace
 from typing import Callable, Sequence
 
@@ -165,8 +165,10 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     model.metadata = dict(rknn_model.metadata, quantization={
         "algorithm": settings.algorithm, "method": settings.method, "samples": len(used),
         "float_layers": sorted(overrides.float_layers), "int16_layers": sorted(overrides.int16_layers),
-        "fixed_parameters": sorted(overrides.params), "bias_correction": ("picture-reading layers" if picture_only else "checked per layer")
-        if settings.bias_correction else "off"})   # no duration: same inputs, same .rknn bytes
+        "fixed_parameters": sorted(overrides.params),
+        "bias_correction": ("off" if not settings.bias_correction else
+                            "picture-reading layers" if picture_only else "checked per layer"),
+    })   # no duration: same inputs, same .rknn bytes
     log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
              f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")
     return model
@@ -204,8 +206,8 @@ def _correct_every_layer(assembled, settings: QuantSettings, used: list, judge: 
     every_layer = seen is None or seen[0] >= seen[1]
     text = (f"held-out samples {unseen[0]:.5f} correcting every layer, {unseen[1]:.5f} the picture-reading ones"
             + (f"; calibration samples {seen[0]:.5f} / {seen[1]:.5f}" if seen else ""))
-    log.info(f"quantize: bias correction {'kept on every layer' if every_layer else 'kept on the picture-reading layers only'}"
-             f" (output cosine on {text})")
+    kept = "every layer" if every_layer else "the picture-reading layers only"
+    log.info(f"quantize: bias correction kept on {kept} (output cosine on {text})")
     return every_layer
 
 
