@@ -78,6 +78,7 @@ def test_a_trained_affine_stays():
     model = _group_norm_block(_RNG.uniform(.5, 1.5, (C, 1, 1)), _RNG.uniform(-.5, .5, (C, 1, 1)))
     optimized = optimize(model, 3)
     assert [n.op_type for n in optimized.graph.node if n.op_type in ("Mul", "Add", "Relu")] == ["Mul", "Add", "Relu"]
+    assert _rows(optimized) == ["Conv", "Reshape", "exNorm", "Reshape", "BatchNormalizationRelu", "Conv"]
     _same_outputs(optimized, model)
 
 
