@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from openrknn.graph import npu_layers
 from openrknn.graph.passes import optimize
-from tests.helpers import quantized_build, reference_session, uniform_samples
+from tests.helpers import cosine, quantized_build, reference_session, uniform_samples
 
 C, G, S = 16, 4, 8
 _RNG = np.random.default_rng(5)
@@ -121,4 +121,9 @@ def test_the_norm_output_takes_the_scale_of_the_relu_and_resize_after_it(tmp_pat
     norm, resize = "n", "up"
     scales = {t: float(params[t]["scale"][0]) for t in (norm, relu.output[0], resize)}
     assert len(set(scales.values())) == 1, scales
+    x = uniform_samples((1, C, S, S), count=1, seed=7)[0]
+    assert rknn.init_runtime() == 0
+    got = rknn.inference(inputs=[x], data_format="nchw")[0]
+    want = reference_session(path).run(None, {"x": x})[0]
+    assert cosine(got, want) > 0.99   # the simulator runs the new layout (exNorm, Relu, Reshape, Resize)
     rknn.release()
