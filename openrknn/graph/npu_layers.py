@@ -826,8 +826,9 @@ def _weighted(node: onnx.NodeProto, consts: set[str]) -> bool:
     return node.op_type in ("Gemm", "MatMul") and len(node.input) > 1 and node.input[1] in consts
 
 
-def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
-    """(kind, printed OpType) of one layer."""
+def group_kind_and_name(group: LayerGroup, consts: set[str],
+                        constant_shapes: dict[str, tuple[int, ...]] | None = None) -> tuple[str, str]:
+    """(kind, printed OpType) of one layer (``constant_shapes``: the dims of its constants, when known)."""
     main = group.main
     activation = group.activation if len(group.nodes) > 1 or group.activation in FUNCTION_LAYERS else None
     if activation in FUNCTION_LAYERS:
@@ -836,6 +837,8 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
         return "function", PRINTED_ALONE[LAYER_NORM]
     suffix = PRINTED_SUFFIX.get(activation, activation) if activation else ""
     if not _weighted(main, consts):
+        if activation and constant_shapes and _affine_then_activation(group.nodes, constant_shapes):
+            return "activation", "BatchNormalization" + suffix
         if len(group.nodes) > 1 and main.op_type not in FUSING_PRODUCERS and activation:
             return "activation", PRINTED_ALONE.get(activation, activation)   # several ONNX nodes, alone
         op = main.op_type
@@ -863,6 +866,19 @@ def group_kind_and_name(group: LayerGroup, consts: set[str]) -> tuple[str, str]:
             and len([i for i in after[0].input if i not in consts]) == 2):   # a residual Add
         name, kind = name + "Add", "conv+add"
     return kind, name + suffix
+
+
+def _affine_then_activation(nodes: list[onnx.NodeProto], constant_shapes: dict[str, tuple[int, ...]]) -> bool:
+    """``Mul(x, c) → Add(·, c') → activation`` with one value per channel (data first): rknn-toolkit2
+    makes the pair a BatchNormalization and fuses the activation (``BatchNormalizationRelu``,
+    measured: a trained GroupNorm's affine before a ReLU, rk3588 int8)."""
+    if [n.op_type for n in nodes[:2]] != ["Mul", "Add"] or len(nodes) != 3 or nodes[2].op_type not in PRINTED_ACTIVATION:
+        return False
+    for step in nodes[:2]:
+        if len(step.input) != 2 or step.input[0] in constant_shapes or step.input[1] not in constant_shapes \
+                or sum(d != 1 for d in constant_shapes[step.input[1]]) > 1:
+            return False
+    return nodes[1].input[0] == nodes[0].output[0] and nodes[2].input[0] == nodes[1].output[0]
 
 
 _INTEGER_DTYPES = frozenset({"int8", "uint8", "int16", "uint16", "int4"})
@@ -913,7 +929,7 @@ def layer_records(graph: onnx.GraphProto, tensor_dtypes: dict[str, str] | None =
     for group in layer_groups(graph):
         if all(n.op_type == "Constant" for n in group.nodes):
             continue
-        kind, op_name = group_kind_and_name(group, consts)
+        kind, op_name = group_kind_and_name(group, consts, shapes)
         cpu = any(target_for(n) == "CPU" for n in group.nodes)
         stored = tuple(group.outputs)
         dtype = dtypes.get(stored[0], default_dtype) if stored else default_dtype

@@ -56,7 +56,8 @@ _SKIPPED_OPS = frozenset({"Identity", "Dropout", "Constant", "Shape", "Size", "C
 _ENTRY_OF_OP = {
     "Clip": "Clip/ReLU6", "Reshape": "Reshape", "Flatten": "Reshape", "Squeeze": "Reshape",
     "Unsqueeze": "Reshape", "Upsample": "Resize", "Gelu": "exGelu", "Mish": "exMish",
-    "LayerNormalization": "exNorm", "Gemm": "Convolution", "ConvTranspose": "ConvTranspose",
+    "LayerNormalization": "exNorm", "InstanceNormalization": "exNorm", "Gemm": "Convolution",
+    "ConvTranspose": "ConvTranspose",
 }
 _SAME_NAME_OPS = frozenset({
     "Add", "Sub", "Mul", "Div", "Max", "Min", "Greater", "Where", "Concat", "Split", "Slice", "Pad", "Tile",

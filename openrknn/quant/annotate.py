@@ -344,7 +344,8 @@ def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_sha
       per-group Conv's ``Concat`` — gives its input its own parameters, as a fused one does: the
       producer saturates (rexnet's SE ``Mul`` → ReLU6, regnet's grouped ``Concat`` → ReLU);
     * :data:`_BACKWARD_SHARED` (an FPN's ``Relu`` → ``Resize``: the Relu stores the Resize's
-      narrower range);
+      narrower range), also through Reshapes between them (the FPN's GroupNorm ``Relu → Reshape →
+      Resize``, oracle corpus: the Relu, and the ``exNorm`` before it, store the Resize's range);
     * with ``average_pool_shares_input`` (the default), an AveragePool's output takes its input's
       parameters, whatever its kernel, stride, padding, ``ceil_mode`` or ``count_include_pad`` and
       whatever else reads the input (probes: kernel 2/3/5, 3×2, padded with and without
@@ -362,6 +363,16 @@ def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_sha
                 readers[name] = readers.get(name, 0) + 1
     outputs = {o.name for o in model.graph.output}
     tied = {tensor for tensor, _ in plan.shared}
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+
+    def before_reshapes(tensor: str) -> str:
+        """The tensor a chain of value-preserving Reshapes, each its input's only reader, copies."""
+        while True:
+            node = producer.get(tensor)
+            if node is None or node.op_type != "Reshape" or node_kind(node) != PASS or not node.input \
+                    or readers.get(node.input[0]) != 1 or node.input[0] in outputs:
+                return tensor
+            tensor = node.input[0]
 
     def private(tensor: str) -> bool:
         return (kind_of.get(tensor) in INTEGER_KINDS and readers.get(tensor) == 1 and tensor not in outputs
@@ -375,6 +386,9 @@ def _share_like_rknn(model: onnx.ModelProto, plan: Plan, inits, average_pool_sha
             plan.shared.append((source, out))
         elif node.op_type in _BACKWARD_SHARED and private(source):
             plan.shared.append((source, out))
+        elif node.op_type in _BACKWARD_SHARED and readers.get(source) == 1 and before_reshapes(source) != source \
+                and private(before_reshapes(source)):
+            plan.shared.append((before_reshapes(source), out))   # the Reshapes pass it on (``pass``)
         elif (node.op_type in _BACKWARD_SHARED or (average_pool_shares_input and node.op_type == _AVERAGE_POOL)) \
                 and source in plan.float_tensors:
             plan.shared.append((out, source))

@@ -156,6 +156,15 @@ def test_int8_layer_norm_stays_on_the_npu():
         assert "ln" not in _limit_cpu(model, chip, "int8"), chip
 
 
+def test_int8_group_norm_stays_on_the_npu():
+    """A GroupNorm exported as ``InstanceNormalization`` over ``[1, groups, -1]`` (FPN's decoder,
+    probes): rknn-toolkit2 prints ``exNorm INT8`` on the NPU too (the operator list has no
+    InstanceNormalization entry: it was a CPU layer here)."""
+    nodes = [helper.make_node("InstanceNormalization", ["x", "gamma", "beta"], ["y"], name="gn")]
+    model = _model(nodes, {"x": [1, 8, 512]}, [("gamma", np.ones(8, np.float32)), ("beta", np.zeros(8, np.float32))])
+    assert "gn" not in _limit_cpu(model, "rk3588", "int8")
+
+
 def _window_attention_with_bias() -> onnx.ModelProto:
     """TinyViT's window attention (MobileSAM's encoder): :func:`_attention` with q scaled before
     q·kᵀ and a learned position bias added to the scores before the Softmax."""

@@ -13,7 +13,8 @@ level   passes
         static tensors and the Gather/Concat/Unsqueeze chains after them), ``If`` with a
         constant condition replaced by the branch it takes, dead nodes
 2       level 1 + BatchNormalizations with default parameters dropped (γ=1, β=0, μ=0, σ²=1:
-        ``identity_batchnorm``, as rknn-toolkit2; off by the factor √(1+ε)), the others
+        ``identity_batchnorm``, as rknn-toolkit2; off by the factor √(1+ε)), so is a
+        ``Mul(x, 1) → Add(·, 0)`` pair (an untrained GroupNorm's affine: ``identity_affine``), the others
         folded into Conv/ConvTranspose/Gemm, per-channel
         constant Mul/Add/Sub after a Conv folded into its weights (unfused Keras batch norms),
         same-input Conv (+ identity BatchNorm) branches summed by an Add merged into one Conv
@@ -24,7 +25,8 @@ level   passes
         (``channels_last``), a Concat read only by a Conv run as one
         Conv per Concat input summed (``wide_convs.split_concat_convs``),
         a Sigmoid read through a Conv's Reshape/Transpose moved next to the Conv
-        (``activation_hoisting``: YOLOv5's head, ``ConvSigmoid`` as rknn-toolkit2),
+        (``activation_hoisting``: YOLOv5's head, ``ConvSigmoid`` as rknn-toolkit2), a Relu/Clip
+        read through Reshapes moved before them (a GroupNorm's ``exNorm → Relu → Reshape``),
         Transpose pairs merged or cancelled, Reshape/Flatten/Squeeze/Unsqueeze chains merged
         (or dropped when they keep the shape)
 3       level 2 (the default). Every level ends with the NPU layer graph
@@ -42,7 +44,7 @@ from collections.abc import Callable
 import onnx
 
 from openrknn import log
-from openrknn.graph.passes.activation_hoisting import hoist_sigmoids
+from openrknn.graph.passes.activation_hoisting import hoist_activations_over_reshapes, hoist_sigmoids
 from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.base import PassResult
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
@@ -52,6 +54,7 @@ from openrknn.graph.passes.channel_slices import lower_channel_slices
 from openrknn.graph.passes.channels_last import lower_channels_last
 from openrknn.graph.passes.constant_folding import fold_constants
 from openrknn.graph.passes.eliminate import remove_aliases, remove_dead_nodes
+from openrknn.graph.passes.identity_affine import remove_identity_affines
 from openrknn.graph.passes.identity_batchnorm import remove_default_batchnorms
 from openrknn.graph.passes.layout import simplify_layout
 from openrknn.graph.passes.repeated_relus import merge_repeated_relus
@@ -68,12 +71,14 @@ PASSES_BY_LEVEL: dict[int, list[Pass]] = {
     1: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches, remove_dead_nodes,
         run_shortcuts_last, mark_npu_layers],
     2: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
-        remove_default_batchnorms, fold_batchnorm, lower_channels_last, fold_channel_affine,
-        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
+        remove_default_batchnorms, remove_identity_affines, fold_batchnorm, lower_channels_last, fold_channel_affine,
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, hoist_activations_over_reshapes,
+        simplify_layout, hoist_sigmoids, remove_dead_nodes,
         run_shortcuts_last, mark_npu_layers],
     3: [fold_zero_weight_convs, merge_repeated_relus, remove_aliases, fold_constants, inline_constant_branches,
-        remove_default_batchnorms, fold_batchnorm, lower_channels_last, fold_channel_affine,
-        merge_parallel_branches, lower_channel_slices, split_concat_convs, simplify_layout, hoist_sigmoids, remove_dead_nodes,
+        remove_default_batchnorms, remove_identity_affines, fold_batchnorm, lower_channels_last, fold_channel_affine,
+        merge_parallel_branches, lower_channel_slices, split_concat_convs, hoist_activations_over_reshapes,
+        simplify_layout, hoist_sigmoids, remove_dead_nodes,
         run_shortcuts_last, mark_npu_layers],
 }
 _MAX_ROUNDS = 8   # folding one Shape can expose the next; real graphs settle in 2–3 rounds
