@@ -9,10 +9,13 @@ the layer, also when the padding is wider than the map (DeepLab's ASPP: 8×8, pa
 side alone is over (pads 16, 1, 2, 3). Each such Conv gets its own Pad, also when several read the
 same tensor with the same pads; the layers are named after the input, ``<input>_pad``, then
 ``<input>_pad#1`` … A Conv dilated more than ``lowering.conv_dilation_max`` (31) gets none: the
-toolkit drops the taps that read only padding (DeepLab's dilation 36 on an 8×8 map becomes a 1×1
-Conv) or gathers the dilated rows and columns (a Pad, Gather, Pad, Gather chain); not done here.
+toolkit drops the kernel taps that read only padding (dilation 32 or 36 with pads 36 or 64, 3×3 or
+5×5, on an 8×8 map: a 1×1 Conv, unpadded; DeepLab's ASPP branch 36), done here by
+:func:`drop_padding_taps` when one tap is left on each such axis, or, where the taps read data
+(64×64), gathers the dilated rows and columns (a Pad, Gather, Pad, Gather chain): not done here.
 
-Exact: a constant Pad with zeros followed by an unpadded Conv is the padded Conv; quantized, the Pad
+Exact: a tap that reads only padding adds zeros (float) or the zero point's centred zero (int8;
+the weights' per-channel scales then come from the taps kept, as the toolkit's 1×1 weights). A constant Pad with zeros followed by an unpadded Conv is the padded Conv; quantized, the Pad
 keeps its input's parameters and fills with the zero point, which is what the Conv's padding reads.
 """
 from __future__ import annotations
@@ -70,3 +73,71 @@ def _pad_before(graph: onnx.GraphProto, conv: onnx.NodeProto, pads: list[int], t
         if attr.name == "pads":
             del attr.ints[:]
             attr.ints.extend([0, 0, 0, 0])
+
+
+def drop_padding_taps(model: onnx.ModelProto, dilation_max: int | None) -> PassResult:
+    """A 2-D Conv dilated above ``dilation_max`` whose taps on each such axis all read only padding
+    but one: the Conv of that one tap (its kernel sliced, that axis undilated, the pads it needs)."""
+    if dilation_max is None:
+        return PassResult(model, False)
+    from openrknn.graph.passes.constant_folding import static_shapes
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    shapes = None
+    modified = False
+    for conv in [n for n in graph.node if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]:
+        dilations = list(attribute(conv, "dilations", None) or [1, 1])
+        if len(dilations) != 2 or max(dilations) <= dilation_max or len(conv.input) < 2 or conv.input[1] not in inits:
+            continue
+        if attribute(conv, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            continue
+        shapes = shapes if shapes is not None else static_shapes(model)
+        x, y = shapes.get(conv.input[0]), shapes.get(conv.output[0])
+        weight = numpy_helper.to_array(inits[conv.input[1]])
+        if not x or not y or len(x) != 4 or len(y) != 4 or weight.ndim != 4:
+            continue
+        pads = list(attribute(conv, "pads", None) or [0, 0, 0, 0])
+        strides = list(attribute(conv, "strides", None) or [1, 1])
+        kept = []
+        for axis in range(2):
+            if dilations[axis] <= dilation_max:
+                kept.append(None)
+                continue
+            taps = [k for k in range(weight.shape[2 + axis])
+                    if any(0 <= o * strides[axis] - pads[axis] + k * dilations[axis] < x[2 + axis] for o in range(y[2 + axis]))]
+            kept.append(taps[0] if len(taps) == 1 else -1)
+        if -1 in kept:
+            continue   # taps read data along a widely dilated axis: the toolkit gathers (not done)
+        new_pads, new_dilations, rows, cols = list(pads), list(dilations), slice(None), slice(None)
+        for axis, tap in enumerate(kept):
+            if tap is None:
+                continue
+            begin = pads[axis] - tap * dilations[axis]
+            end = (y[2 + axis] - 1) * strides[axis] + 1 - x[2 + axis] - begin
+            if begin < 0 or end < 0:
+                break
+            new_pads[axis], new_pads[axis + 2], new_dilations[axis] = begin, end, 1
+            if axis == 0:
+                rows = slice(tap, tap + 1)
+            else:
+                cols = slice(tap, tap + 1)
+        else:
+            old_name, name = conv.input[1], conv.input[1] + "_taps"
+            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(weight[:, :, rows, cols]), name))
+            conv.input[1] = name
+            if not any(old_name in n.input for n in graph.node):
+                graph.initializer.remove(inits.pop(old_name))
+            _set_ints(conv, "pads", new_pads)
+            _set_ints(conv, "dilations", new_dilations)
+            _set_ints(conv, "kernel_shape", [weight[:, :, rows, cols].shape[2], weight[:, :, rows, cols].shape[3]])
+            modified = True
+    return PassResult(model, modified)
+
+
+def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
+    for attr in node.attribute:
+        if attr.name == name:
+            del attr.ints[:]
+            attr.ints.extend(values)
+            return
+    node.attribute.append(helper.make_attribute(name, values))
