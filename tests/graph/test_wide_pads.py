@@ -36,7 +36,7 @@ def _aspp_model(size: int = 8) -> onnx.ModelProto:
 
 
 def test_the_rule_is_chip_data():
-    for name in ("rk3588", "rk3566", "rk3568", "rk3576"):
+    for name in ("rk3588", "rk3566", "rk3568", "rk3576", "rk3562", "rv1106", "rv1103", "rv1106b", "rv1103b"):
         lowering = chips.get_chip(name).lowering
         assert (lowering["conv_pad_max"], lowering["conv_dilation_max"]) == (15, 31), name
 
