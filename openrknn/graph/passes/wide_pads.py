@@ -25,6 +25,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from openrknn.graph.passes.base import PassResult, attribute
+from openrknn.graph.passes.constant_folding import static_shapes
 
 # marks the Pads made here: the Conv's own padding (the bias correction reads the unpadded tensor's means)
 CONV_PADDING_KEY = "openrknn.conv_padding"
@@ -80,7 +81,6 @@ def drop_padding_taps(model: onnx.ModelProto, dilation_max: int | None) -> PassR
     but one: the Conv of that one tap (its kernel sliced, that axis undilated, the pads it needs)."""
     if dilation_max is None:
         return PassResult(model, False)
-    from openrknn.graph.passes.constant_folding import static_shapes
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     shapes = None
