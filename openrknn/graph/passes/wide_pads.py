@@ -15,8 +15,9 @@ toolkit drops the kernel taps that read only padding (dilation 32 or 36 with pad
 (64×64), gathers the dilated rows and columns (a Pad, Gather, Pad, Gather chain): not done here.
 
 Exact: a tap that reads only padding adds zeros (float) or the zero point's centred zero (int8;
-the weights' per-channel scales then come from the taps kept, as the toolkit's 1×1 weights). A constant Pad with zeros followed by an unpadded Conv is the padded Conv; quantized, the Pad
-keeps its input's parameters and fills with the zero point, which is what the Conv's padding reads.
+the weights' per-channel scales then come from the taps kept, as the toolkit's 1×1 weights). A
+constant Pad with zeros followed by an unpadded Conv is the padded Conv; quantized, the Pad keeps
+its input's parameters and fills with the zero point, which is what the Conv's padding reads.
 """
 from __future__ import annotations
 
