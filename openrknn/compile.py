@@ -25,6 +25,7 @@ from openrknn.graph.layer_index import count_layers
 from openrknn.graph.passes import optimize
 from openrknn.graph.passes.reduce_means import lower_reduce_means
 from openrknn.graph.passes.wide_convs import lower_grouped_convs, split_wide_convs
+from openrknn.graph.passes.wide_pads import drop_padding_taps, split_wide_pads
 from openrknn.graph.preprocess import embed_preprocess
 from openrknn.graph.pruning import prune_zero_channels
 from openrknn.graph.rknn_model import LAYOUT_NCHW, LAYOUT_UNDEFINED, RKNNModel, TensorSpec
@@ -180,7 +181,9 @@ def _optimize(model: onnx.ModelProto, level: int) -> onnx.ModelProto:
 def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: bool, cfg: ModelConfig) -> onnx.ModelProto:
     """The chip's own lowering (``lowering`` in its data file), as rknn-toolkit2 does on that chip:
     grouped Convs run dense or per group, ReduceMeans and wide AveragePools as Convs
-    (``reduce_means``), Convs too deep for one NPU pass split over their input channels."""
+    (``reduce_means``), Convs too deep for one NPU pass split over their input channels, Convs
+    padded beyond the NPU's Conv padding reading a Pad layer, widely dilated Convs without the taps
+    that read only padding (``wide_pads``)."""
     spec = DTYPES.get(str(cfg.quantized_dtype)) if do_quantization else None
     weight_bytes = 2 if spec is None or spec.weight_dtype.endswith("16") else 1   # float16 weights without quantization
     lower_grouped_convs(model, chip.lowering.get("grouped_conv_dense_max_bytes"), weight_bytes)
@@ -188,6 +191,8 @@ def _lower_for_chip(model: onnx.ModelProto, chip: chips.Chip, do_quantization: b
     if chip.toolkit == 2:   # measured with rknn-toolkit2; Toolkit 1's lowering of a mean is unknown here
         lower_reduce_means(model, limit, weight_bytes, block)   # before the split: a mean's Conv may be too deep
     split_wide_convs(model, limit, weight_bytes, block)
+    drop_padding_taps(model, chip.lowering.get("conv_dilation_max"))   # before: the Conv left may need no Pad
+    split_wide_pads(model, chip.lowering.get("conv_pad_max"), chip.lowering.get("conv_dilation_max"))
     keep = [p for p in model.metadata_props if p.key != npu_layers.ATTENTION_LOWERING_KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(keep)

@@ -28,6 +28,7 @@ from openrknn.quant.algorithms import get_algorithm
 from openrknn.quant.calibrate import CalibrationCache, collect_stats
 from openrknn.graph.passes.affine_folding import fold_channel_affine
 from openrknn.graph.passes.batchnorm_folding import fold_batchnorm
+from openrknn.graph.passes.wide_pads import CONV_PADDING_KEY
 from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, held_out_indices, unshare_parameters
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
@@ -519,18 +520,23 @@ def _correct_biases(graph: onnx.ModelProto, plan: annotate.Plan, errors: dict[st
     for node in graph.graph.node:
         if any(p.key == PREPROCESS_KEY for p in node.metadata_props):
             picture.update(node.output)
+    # a Conv reading a Pad layer (``wide_pads``: the padding the Conv had) takes the means of the
+    # unpadded tensor, as when it padded inside: the same correction, the same outputs
+    padded_from = {n.output[0]: n.input[0] for n in graph.graph.node
+                   if n.op_type == "Pad" and any(p.key == CONV_PADDING_KEY for p in n.metadata_props)}
     corrected, kept_plain = [], []
     for node in graph.graph.node:
-        if node.op_type not in ("Conv", "Gemm") or node.input[1] not in errors or node.input[0] not in stats:
+        source = padded_from.get(node.input[0], node.input[0]) if node.op_type == "Conv" else node.input[0]
+        if node.op_type not in ("Conv", "Gemm") or node.input[1] not in errors or source not in stats:
             continue
-        if picture_only and node.input[0] not in picture:
+        if picture_only and source not in picture:
             continue
-        st = stats[node.input[0]]
+        st = stats[source]
         error = errors[node.input[1]]
         delta = _output_shift(node, error, _fit_mean(st) if fit_only else st.channel_mean())
         if delta is None:
             continue
-        if held_out_check and node.input[0] not in picture and not _correction_holds(node, error, st):
+        if held_out_check and source not in picture and not _correction_holds(node, error, st):
             kept_plain.append(node.name or node.output[0])
             continue
         corrected.append(node.name or node.output[0])
