@@ -123,7 +123,7 @@ def hybrid_step2(model_input: str, data_input: str, model_quantization_cfg: str,
     """``RKNN.hybrid_quantization_step2``: the model quantized from the step-1 files and the edited config."""
     inputs = read_step2(model_input, data_input, model_quantization_cfg)
     model = quantize_model(inputs.float_model, inputs.samples, inputs.settings, inputs.overrides, custom_ops,
-                           CalibrationCache(bias_correction=inputs.every_layer_corrected),   # step 1's decision
+                           CalibrationCache(every_layer_corrected=inputs.every_layer_corrected),   # step 1's decision
                            correction_judge(inputs.float_model, custom_ops))
     log.info(f"hybrid_quantization_step2: {len(inputs.overrides.float_layers)} layer(s) in float16, "
              f"{len(inputs.overrides.params)} edited parameter set(s)")

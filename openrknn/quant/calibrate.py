@@ -28,7 +28,7 @@ class CalibrationCache:
 
     prepared: onnx.ModelProto | None = None
     stats: dict[str, TensorStats] = field(default_factory=dict)
-    bias_correction: bool | None = None   # the correction judge's decision (quantizer.quantize_model)
+    every_layer_corrected: bool | None = None   # the bias-correction decision (quantizer._correct_every_layer)
 
 
 def _session(model: onnx.ModelProto, tensors: list[str], custom_ops: CustomOpRegistry | None):

@@ -32,7 +32,7 @@ from openrknn.model_file import from_container, to_container
 from openrknn.model_file.container import Container, write_atomic
 from openrknn.quant.hybrid_config import HybridConfig, read_config, write_config
 from openrknn.quant.overrides import MODE_RANGE, MODE_SCALE, QuantOverrides
-from openrknn.quant.settings import QuantSettings
+from openrknn.quant.settings import CORRECTED_EVERY_LAYER, CORRECTED_PICTURE_LAYERS, QuantSettings
 
 METADATA_KEY = "openrknn.hybrid"
 
@@ -148,7 +148,7 @@ def read_step2(model_path: str, data_path: str, config_path: str) -> Step2Inputs
     overrides = QuantOverrides(float_layers=frozenset(float_layers), int16_layers=frozenset(int16_layers),
                                params=_edited_parameters(config, facts.get("step1_parameters", {}), config_path))
     scope = (float_model.metadata.get("quantization") or {}).get("bias_correction")
-    every_layer = {"checked per layer": True, "picture-reading layers": False}.get(scope)
+    every_layer = {CORRECTED_EVERY_LAYER: True, CORRECTED_PICTURE_LAYERS: False}.get(scope)
     return Step2Inputs(float_model=float_model, samples=samples, settings=settings, overrides=overrides,
                        every_layer_corrected=every_layer)
 

@@ -32,7 +32,8 @@ from openrknn.graph.passes.wide_pads import CONV_PADDING_KEY
 from openrknn.quant.fold import constants_to_initializers, equalize_depthwise, held_out_indices, unshare_parameters
 from openrknn.quant.numerics import QuantParams
 from openrknn.quant.overrides import QuantOverrides
-from openrknn.quant.settings import DTYPES, DtypeSpec, QuantSettings
+from openrknn.quant.settings import (CORRECTED_EVERY_LAYER, CORRECTED_PICTURE_LAYERS, DTYPES, DtypeSpec,
+                                     QuantSettings)
 from openrknn.quant.weights import bias_safe, narrowed, params_from_range, quantize_bias, quantize_weight, weight_integers
 
 
@@ -151,11 +152,11 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
     picture_only = False
     if (settings.bias_correction and settings.bias_correction_check and held_out_indices(len(used))
             and rounder is None and spec.act_dtype in ("int8", "uint8")):
-        every_layer = cache.bias_correction if cache is not None else None   # a trial of auto_hybrid: as decided
+        every_layer = cache.every_layer_corrected if cache is not None else None   # a trial of auto_hybrid: as decided
         if every_layer is None and correction_judge is not None:
             every_layer = _correct_every_layer(assembled, settings, used, correction_judge)
             if cache is not None:
-                cache.bias_correction = every_layer
+                cache.every_layer_corrected = every_layer
         picture_only = every_layer is False
     _quantize_weights(graph, plan, settings, algorithm, act_params, quant_params, stats, overrides,
                       int16_weights, wide, rounder, picture_only=picture_only, rounded=rounded)
@@ -168,7 +169,7 @@ def quantize_model(rknn_model: RKNNModel, samples: Sequence[Sequence[np.ndarray]
         "float_layers": sorted(overrides.float_layers), "int16_layers": sorted(overrides.int16_layers),
         "fixed_parameters": sorted(overrides.params),
         "bias_correction": ("off" if not settings.bias_correction else
-                            "picture-reading layers" if picture_only else "checked per layer"),
+                            CORRECTED_PICTURE_LAYERS if picture_only else CORRECTED_EVERY_LAYER),
     })   # no duration: same inputs, same .rknn bytes
     log.info(f"quantize: {settings.canonical} {settings.method} {settings.algorithm}: {len(act_params)} activation "
              f"tensors, {len(plan.weights)} weights, {len(used)} samples, {time.perf_counter() - started:.2f} s")

@@ -26,6 +26,10 @@ QUANT_METHODS = ("layer", "channel") + QUANT_METHOD_GROUPS
 # asymmetric per channel (measured on its simulator, bench/vendor_layers.py); openrknn's default stays
 # symmetric, which TFLite's int8 kernels (and so export_tflite / Teflon) require.
 WEIGHT_QTYPES = ("symmetric_quantized", "asymmetric_quantized")
+# What a quantized model's ``metadata["quantization"]["bias_correction"]`` says of its bias
+# correction (quantizer._correct_every_layer decides; hybrid step 2 reads it back)
+CORRECTED_EVERY_LAYER = "checked per layer"
+CORRECTED_PICTURE_LAYERS = "picture-reading layers"
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ def test_auto_hybrid_trials_reuse_the_decision(tmp_path):
     judge = ScriptedJudge((0.90, 0.95), (0.97, 0.98))
     first = build_judged(tmp_path, judge, cache)
     second = build_judged(tmp_path, judge, cache)   # a trial: the cache holds the decision, no new scoring
-    assert judge.sample_counts == [2, 6] and cache.bias_correction is False
+    assert judge.sample_counts == [2, 6] and cache.every_layer_corrected is False
     assert not moved(first) and not moved(second)
 
 
