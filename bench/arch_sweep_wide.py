@@ -13,6 +13,7 @@ Usage (all 34 rows, the table written between the wide-table markers of ``docs/a
 ``OPENRKNN_RKNN_TOOLKIT2=/path/to/python python bench/arch_sweep_wide.py``; choose rows with
 ``--archs regnet_y_400mf,efficientnet_b0 --inits bnrand`` (measured in that order), print the cached
 table only with ``--table-only``. A row that fails is reported and the run goes on.
+``SWEEP_VERBOSE=1`` prints openrknn's build log (the bias-correction decision, for example).
 """
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ detector gets 20 calibration and 10 held-out text pictures (``text_images.py``, 
 The audio model (silero VAD) is fed 512-sample rows cut from the photos' grey levels here;
 ``bench/vad_speech.py`` judges it on speech.
 
+The build's log is hidden; ``QQ_LOG=INFO`` shows it (the bias-correction decision, for example).
+
 Besides the algorithms, two pseudo-algorithms: ``float`` (the float16 build, no quantization) and
 ``auto_hybrid`` (``normal`` with ``build(auto_hybrid=True)``, threshold ``--hybrid-thresh``).
 
